@@ -1,0 +1,1 @@
+"""One pod batch: generator, watch timestamps, acceptance checks, cleanup."""

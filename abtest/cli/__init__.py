@@ -1,0 +1,1 @@
+"""The command line: parse, call one use-case, render. No logic lives here."""

@@ -1,0 +1,14 @@
+"""`abtest node`: placeholder until its capability lands."""
+
+from __future__ import annotations
+
+import typer
+
+from abtest.errors import NotBuiltError
+
+app = typer.Typer(help="(not built yet)", no_args_is_help=True)
+
+
+@app.callback(invoke_without_command=True)
+def _pending() -> None:
+    raise NotBuiltError("abtest node has not landed yet", "abtest node")

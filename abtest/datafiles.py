@@ -1,0 +1,44 @@
+"""Where the shipped data (gates/, playbooks/) lives, in a checkout and in an installed wheel.
+
+The top-level ``gates/`` and ``playbooks/`` folders are mapped into the wheel as the
+``abtest.gates`` and ``abtest.playbooks`` packages (see pyproject.toml), so the same
+``importlib.resources`` lookup works for an editable install and a plain ``pip install .``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from abtest.errors import ConfigError
+
+
+def data_dir(kind: str) -> Path:
+    """The folder holding shipped files of one kind: ``gates`` or ``playbooks``."""
+    try:
+        return Path(str(resources.files(f"abtest.{kind}")))
+    except ModuleNotFoundError:
+        # An editable install maps only folders with an __init__.py; the data folders have
+        # none, so a checkout reads them from the repository root next to the package.
+        return Path(__file__).resolve().parents[1] / kind
+
+
+def resolve(kind: str, name_or_path: str, suffix: str = ".yaml") -> Path:
+    """A user's argument is a path if it names an existing file, else a shipped name."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.is_file():
+        return candidate
+    if "/" in name_or_path or name_or_path.endswith(suffix):
+        shipped = data_dir(kind) / name_or_path.removeprefix(f"{kind}/")
+        if shipped.is_file():
+            return shipped
+        raise ConfigError("file not found", name_or_path, "check the path")
+    shipped = data_dir(kind) / f"{name_or_path}{suffix}"
+    if shipped.is_file():
+        return shipped
+    known = sorted(p.stem for p in data_dir(kind).glob(f"*{suffix}"))
+    raise ConfigError(
+        f"unknown {kind[:-1] if kind.endswith('s') else kind} {name_or_path!r}",
+        kind,
+        f"use one of {', '.join(known)} or a path to a YAML file",
+    )

@@ -1,0 +1,73 @@
+"""One exception hierarchy.
+
+``UserError`` and its children are problems with what the user gave us (a file, a flag,
+a node that is not in the state we need). The CLI prints them as one line and exits 2.
+Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class AbtestError(Exception):
+    """Base of every error abtest raises on purpose."""
+
+
+class UserError(AbtestError):
+    """Bad input: says what is wrong, where, and what to do."""
+
+    exit_code = 2
+
+    def __init__(self, what: str, where: str | None = None, todo: str | None = None) -> None:
+        self.what = what
+        self.where = where
+        self.todo = todo
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = []
+        if self.where:
+            parts.append(f"{self.where}: ")
+        parts.append(self.what)
+        if self.todo:
+            parts.append(f" ({self.todo})")
+        return "".join(parts)
+
+
+class ConfigError(UserError):
+    """A catalog, playbook or profile file that does not load or validate."""
+
+
+class NotBuiltError(UserError):
+    """A command whose capability has not landed yet."""
+
+    exit_code = 2
+
+
+class NodeError(AbtestError):
+    """Something on the node went wrong (SSH, kubelet, health). Not the user's input."""
+
+    exit_code = 4
+
+
+class HostKeyError(NodeError):
+    """The node's SSH host key is unknown or changed."""
+
+
+class NodeLockedError(NodeError):
+    """Another experiment holds the node lock."""
+
+
+class ApplyFailed(NodeError):
+    """A config change did not become healthy; the node was rolled back."""
+
+
+class ClusterError(AbtestError):
+    """The API server answered with an error, converted in one place (cluster.errors)."""
+
+    exit_code = 4
+
+
+class LabError(AbtestError):
+    """The local lab could not be brought up or down."""
+
+    exit_code = 4

@@ -1,0 +1,1 @@
+"""The sweep: which arms to run (design), in which order (schedule), and running them."""

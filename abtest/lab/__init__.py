@@ -1,0 +1,1 @@
+"""The embedded lab: a real single-node Kubernetes on this machine."""

@@ -1,0 +1,162 @@
+"""Upstream binaries for the lab, built once from the Go module proxy and cached by version.
+
+Kubernetes is not packaged for Debian, so we build exactly the pinned upstream release:
+a throwaway module requires ``k8s.io/kubernetes`` and pins every ``k8s.io/*`` staging module
+(listed as ``v0.0.0`` + ``replace ./staging/...`` upstream) to the matching ``v0.34.x``.
+etcd is built the same way because the API server wants etcd >= 3.5 (Debian ships 3.4).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from abtest.errors import LabError
+
+KUBERNETES_VERSION = "v1.34.4"
+STAGING_VERSION = "v0.34.4"
+ETCD_VERSION = "v3.6.16"
+CRI_TOOLS_VERSION = "v1.34.0"
+KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
+# Stamp the release version the way upstream's build does, so nodeInfo.kubeletVersion and
+# /version report v1.34.x instead of v0.0.0-master.
+_MAJOR, _MINOR = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+LDFLAGS = " ".join(
+    ["-s", "-w"]
+    + [
+        f"-X {pkg}.{var}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for var in (
+            f"gitVersion={KUBERNETES_VERSION}",
+            f"gitMajor={_MAJOR}",
+            f"gitMinor={_MINOR}",
+            "gitTreeState=clean",
+            "buildDate=1970-01-01T00:00:00Z",
+        )
+    ]
+)
+
+
+@dataclass(frozen=True)
+class BinarySet:
+    directory: Path
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*KUBE_COMMANDS, "etcd", "crictl")
+
+    def missing(self) -> list[str]:
+        return [n for n in self.names if not os.access(self.path(n), os.X_OK)]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("ABTEST_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "abtest"
+
+
+def binary_set() -> BinarySet:
+    key = f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_crictl-{CRI_TOOLS_VERSION}_r2"
+    return BinarySet(cache_root() / "bin" / key)
+
+
+def ensure_binaries(say: object = print) -> BinarySet:
+    """Build whatever is missing from the cache; a no-op when everything is there."""
+    bins = binary_set()
+    missing = bins.missing()
+    if not missing:
+        return bins
+    if shutil.which("go") is None:
+        raise LabError("the Go toolchain is needed to build the lab binaries; install Go >= 1.24")
+    bins.directory.mkdir(parents=True, exist_ok=True)
+    emit = say if callable(say) else print
+    emit(f"building {', '.join(missing)} into {bins.directory} (first lab up on this machine)")
+    kube = [m for m in missing if m in KUBE_COMMANDS]
+    if kube:
+        workdir = _kubernetes_module()
+        for name in kube:
+            _go_build(workdir, f"k8s.io/kubernetes/cmd/{name}", bins.path(name), emit)
+    if "etcd" in missing:
+        workdir = _simple_module("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION)
+        _go_build(workdir, "go.etcd.io/etcd/server/v3", bins.path("etcd"), emit)
+    if "crictl" in missing:
+        workdir = _simple_module("crictl", "sigs.k8s.io/cri-tools", CRI_TOOLS_VERSION)
+        _go_build(workdir, "sigs.k8s.io/cri-tools/cmd/crictl", bins.path("crictl"), emit)
+    still = bins.missing()
+    if still:
+        raise LabError(f"build finished but {', '.join(still)} is missing in {bins.directory}")
+    return bins
+
+
+def _build_dir(name: str) -> Path:
+    path = cache_root() / "build" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _go(args: list[str], cwd: Path) -> str:
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    proc = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise LabError(f"`go {' '.join(args)}` failed in {cwd}:\n{tail}")
+    return proc.stdout
+
+
+def _kubernetes_module() -> Path:
+    workdir = _build_dir(f"k8s-{KUBERNETES_VERSION}")
+    go_mod = workdir / "go.mod"
+    if not (workdir / "go.sum").exists():
+        _go(["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"], workdir)
+        upstream_mod = _go(
+            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"], workdir
+        )
+        mod_path = Path(re.search(r'"GoMod":\s*"([^"]+)"', upstream_mod).group(1))  # type: ignore[union-attr]
+        staging = re.findall(r"^\s*(k8s\.io/\S+)\s+=>\s+\./staging/", mod_path.read_text(), re.M)
+        if not staging:
+            raise LabError(f"no staging replaces found in {mod_path}")
+        lines = [
+            "module abtest.local/k8sbuild",
+            "",
+            "go 1.24",
+            "",
+            f"require k8s.io/kubernetes {KUBERNETES_VERSION}",
+            "",
+            "replace (",
+            *[f"\t{m} => {m} {STAGING_VERSION}" for m in staging],
+            ")",
+            "",
+        ]
+        go_mod.write_text("\n".join(lines))
+        _go(["get", *[f"k8s.io/kubernetes/cmd/{c}@{KUBERNETES_VERSION}" for c in KUBE_COMMANDS]],
+            workdir)  # fmt: skip
+    return workdir
+
+
+def _simple_module(name: str, module: str, version: str) -> Path:
+    workdir = _build_dir(f"{name}-{version}")
+    if not (workdir / "go.sum").exists():
+        (workdir / "go.mod").write_text(
+            f"module abtest.local/{name}build\n\ngo 1.24\n\nrequire {module} {version}\n"
+        )
+        _go(["get", f"{module}@{version}"], workdir)
+    return workdir
+
+
+def _go_build(workdir: Path, package: str, out: Path, emit: object) -> None:
+    say = emit if callable(emit) else print
+    start = time.monotonic()
+    say(f"  go build {package} ...")
+    sys.stdout.flush()
+    tmp = out.with_suffix(".tmp")
+    _go(["build", "-trimpath", f"-ldflags={LDFLAGS}", "-o", str(tmp), package], workdir)
+    tmp.replace(out)
+    say(f"  built {out.name} in {time.monotonic() - start:.0f} s")

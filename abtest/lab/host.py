@@ -1,0 +1,207 @@
+"""Host preparation for the lab and its exact undo: packages, cgroups, sysctl, networking."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from abtest.errors import LabError
+from abtest.lab import layout
+from abtest.lab.processes import run
+
+# Debian package -> a file it installs that the lab needs.
+PACKAGES = {
+    "containerd": "/usr/bin/containerd",
+    "runc": "/usr/sbin/runc",
+    "containernetworking-plugins": "/usr/lib/cni/bridge",
+    "busybox-static": "/bin/busybox",
+    "openssh-server": "/usr/sbin/sshd",
+    "iptables": "/usr/sbin/iptables",
+    "conntrack": "/usr/sbin/conntrack",
+    "socat": "/usr/bin/socat",
+    "sudo": "/usr/bin/sudo",
+    "iproute2": "/usr/sbin/ip",
+    "mount": "/usr/bin/mount",
+}
+CGROUP_CONTROLLERS = ("hugetlb", "net_cls", "perf_event", "net_prio")
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (it runs containerd and kubelet); run it with sudo")
+
+
+def ensure_packages(say: object = print) -> list[str]:
+    """Install the Debian packages the lab needs; returns the ones it installed."""
+    emit = say if callable(say) else print
+    missing = [pkg for pkg, path in PACKAGES.items() if not Path(path).exists()]
+    if not missing:
+        return []
+    if shutil.which("apt-get") is None:
+        raise LabError(f"missing packages {', '.join(missing)} and no apt-get to install them")
+    emit(f"installing Debian packages: {', '.join(missing)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        proc = subprocess.run(args, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            raise LabError(
+                f"could not install {', '.join(missing)}: `{' '.join(args)}` failed:\n"
+                + "\n".join(tail)
+            )
+    still = [pkg for pkg in missing if not Path(PACKAGES[pkg]).exists()]
+    if still:
+        raise LabError(f"apt-get ran but {', '.join(still)} is still missing")
+    return missing
+
+
+def mount_cgroups() -> list[str]:
+    """Mount the cgroup v1 controllers the VM leaves unmounted; returns what was mounted."""
+    root = Path("/sys/fs/cgroup")
+    if (root / "cgroup.controllers").exists():
+        return []  # pure cgroup v2: nothing to mount
+    mounted = []
+    for name in CGROUP_CONTROLLERS:
+        target = root / name
+        if target.is_dir() and any(target.iterdir()):
+            continue
+        target.mkdir(exist_ok=True)
+        proc = subprocess.run(
+            ["mount", "-t", "cgroup", "-o", name, "cgroup", str(target)], capture_output=True
+        )
+        if proc.returncode == 0:
+            mounted.append(name)
+    return mounted
+
+
+def set_ip_forward() -> str:
+    path = Path("/proc/sys/net/ipv4/ip_forward")
+    before = path.read_text().strip()
+    path.write_text("1\n")
+    return before
+
+
+def restore_ip_forward(before: str | None) -> None:
+    if before is not None:
+        Path("/proc/sys/net/ipv4/ip_forward").write_text(f"{before}\n")
+
+
+def setup_node_proxy_netns() -> None:
+    """The netns + veth that give the node a proxyable address (see layout.NETNS)."""
+    netns = run(["ip", "netns", "list"], check=False)
+    if layout.NETNS not in netns.split():
+        run(["ip", "netns", "add", layout.NETNS])
+    links = run(["ip", "-o", "link", "show"], check=False)
+    if f" {layout.VETH_HOST}@" not in links and f" {layout.VETH_HOST}:" not in links:
+        run(["ip", "link", "add", layout.VETH_HOST, "type", "veth", "peer", "name",
+             layout.VETH_NODE, "netns", layout.NETNS])  # fmt: skip
+        run(["ip", "addr", "add", f"{layout.VETH_HOST_IP}/30", "dev", layout.VETH_HOST])
+        run(["ip", "link", "set", layout.VETH_HOST, "up"])
+        ns = ["ip", "netns", "exec", layout.NETNS]
+        run([*ns, "ip", "addr", "add", f"{layout.NODE_PROXY_IP}/30", "dev", layout.VETH_NODE])
+        run([*ns, "ip", "link", "set", layout.VETH_NODE, "up"])
+        run([*ns, "ip", "link", "set", "lo", "up"])
+    hosts = Path("/etc/hosts")
+    text = hosts.read_text()
+    if layout.HOSTS_MARK not in text:
+        sep = "" if text.endswith("\n") else "\n"
+        line = f"{layout.NODE_PROXY_IP} {layout.NODE_NAME} {layout.HOSTS_MARK}\n"
+        hosts.write_text(text + sep + line)
+
+
+def teardown_networking() -> None:
+    run(["ip", "link", "del", layout.VETH_HOST], check=False)
+    run(["ip", "netns", "del", layout.NETNS], check=False)
+    run(["ip", "link", "del", layout.POD_BRIDGE], check=False)
+    hosts = Path("/etc/hosts")
+    lines = hosts.read_text().splitlines(keepends=True)
+    kept = [ln for ln in lines if layout.HOSTS_MARK not in ln]
+    if kept != lines:
+        hosts.write_text("".join(kept))
+
+
+def write_cni_config(paths: layout.Paths) -> None:
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "abtest-lab",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": layout.POD_BRIDGE,
+                "isGateway": True,
+                # No masquerade and no portmap: the lab adds no iptables rules and pods
+                # reach nothing outside this machine.
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": layout.POD_SUBNET}]],
+                    "dataDir": str(paths.root / "cni" / "ipam"),
+                },
+            }
+        ],
+    }
+    (paths.root / "cni" / "net.d" / "10-abtest-lab.conflist").write_text(json.dumps(conf, indent=2))
+
+
+def write_containerd_config(paths: layout.Paths) -> Path:
+    path = paths.root / "containerd" / "config.toml"
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    path.write_text(
+        f"""version = 2
+root = "{paths.root / 'containerd' / 'root'}"
+state = "{paths.run / 'containerd' / 'state'}"
+
+[grpc]
+  address = "{paths.containerd_socket}"
+
+[ttrpc]
+  address = "{paths.run / 'containerd' / 'containerd.sock.ttrpc'}"
+
+[{cri}]
+  sandbox_image = "{layout.PAUSE_IMAGE}"
+  # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails on oom_score_adj.
+  restrict_oom_score_adj = true
+  [{cri}.containerd]
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [{cri}.cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{paths.root / 'cni' / 'net.d'}"
+"""
+    )
+    return path
+
+
+def remove_kubepods_cgroups() -> None:
+    """Remove the (empty) cgroups kubelet created, deepest first; busy ones stay."""
+    root = Path("/sys/fs/cgroup")
+    for controller in root.iterdir():
+        top = controller / "kubepods"
+        if not top.is_dir():
+            continue
+        for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if path.is_dir():
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
+        try:
+            top.rmdir()
+        except OSError:
+            pass
+
+
+def unmount_under(prefixes: list[Path]) -> None:
+    """Lazily unmount anything containerd/kubelet left mounted below the lab's directories."""
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    targets = [m.split()[1] for m in mounts if len(m.split()) > 1]
+    for target in sorted(targets, key=len, reverse=True):
+        if any(target.startswith(str(p) + "/") for p in prefixes):
+            subprocess.run(["umount", "-l", target], capture_output=True)

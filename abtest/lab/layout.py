@@ -1,0 +1,103 @@
+"""Where the lab keeps its state, and the fixed names it uses on this machine.
+
+The paths here are the ones `playbooks/nodes/lab.yaml` names, so a change here is a change
+there too (tests/test_lab_profile.py keeps them in step).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_DIR = Path("/var/lib/abtest-lab")
+RUN_DIR = Path("/run/abtest-lab")
+NODE_NAME = "abtest-lab"
+SSH_USER = "abtest"
+SSH_ALIAS = "abtest-lab"
+
+# The API server refuses to proxy to loopback addresses, so the node's name resolves to an
+# address inside a network namespace the lab creates; a socat pair there forwards to the
+# kubelet on 127.0.0.1 through a unix socket. Nothing listens outside loopback and that netns.
+NETNS = "abtest-lab"
+VETH_HOST = "abtlab0"
+VETH_NODE = "abtlab1"
+VETH_HOST_IP = "10.251.0.1"
+NODE_PROXY_IP = "10.251.0.2"
+HOSTS_MARK = "# abtest-lab node proxy"
+POD_BRIDGE = "abtlab-br0"
+POD_SUBNET = "10.252.0.0/16"
+SERVICE_SUBNET = "10.253.0.0/24"
+KUBELET_API_BURST = 10
+BUSYBOX_IMAGE = "docker.io/library/busybox:1.36.1"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path = STATE_DIR
+    run: Path = RUN_DIR
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pids(self) -> Path:
+        return self.run / "pids"
+
+    @property
+    def ssh(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.root / "kubelet"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.kubelet_dir / "config.yaml"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "admin.kubeconfig"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.run / "containerd" / "containerd.sock"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    def all_dirs(self) -> list[Path]:
+        return [self.root, self.run, self.bin, self.pki, self.logs, self.pids, self.ssh,
+                self.kubelet_dir, self.root / "etcd", self.root / "cni" / "net.d",
+                self.root / "containerd", self.root / "images", self.run / "containerd"]  # fmt: skip
+
+
+@dataclass
+class LabState:
+    """What `lab up` decided (ports) and changed on the host, so `down` can undo exactly it."""
+
+    ports: dict[str, int] = field(default_factory=dict)
+    ip_forward_before: str | None = None
+    mounted_cgroups: list[str] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+
+    def save(self, paths: Paths) -> None:
+        paths.state_file.write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, paths: Paths) -> LabState | None:
+        if not paths.state_file.exists():
+            return None
+        return cls(**json.loads(paths.state_file.read_text()))

@@ -1,0 +1,155 @@
+"""Start, watch and stop the lab's processes, always by the pid we recorded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from abtest.errors import LabError
+
+
+def free_port(preferred: int | None = None, taken: set[int] | None = None) -> int:
+    """The preferred port if nothing listens on it on loopback, else one the kernel picks."""
+    taken = taken or set()
+    if preferred and preferred not in taken and _bindable(preferred):
+        return preferred
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in taken:
+            return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def pid_file(pids_dir: Path, name: str) -> Path:
+    return pids_dir / f"{name}.pid"
+
+
+def read_pid(pids_dir: Path, name: str) -> int | None:
+    path = pid_file(pids_dir, name)
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def alive(pid: int | None, expect: str | None = None) -> bool:
+    """Is this pid running, and (when given) is it the program we started, not a reused pid?"""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    return expect is None or expect.encode() in cmdline
+
+
+def start(
+    name: str,
+    argv: Sequence[str],
+    log: Path,
+    pids_dir: Path,
+    netns: str | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Start a daemon in its own session, output appended to its log, pid recorded."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = list(argv)
+    if netns:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
+    with log.open("ab") as out:
+        out.write(f"\n--- abtest lab: starting {name} at {time.ctime()} ---\n".encode())
+        out.flush()
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    pid_file(pids_dir, name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop(name: str, pids_dir: Path, expect: str, timeout: float = 15.0) -> bool:
+    """SIGTERM our recorded pid, SIGKILL after the timeout. True if something was stopped."""
+    pid = read_pid(pids_dir, name)
+    path = pid_file(pids_dir, name)
+    if not alive(pid, expect):
+        path.unlink(missing_ok=True)
+        return False
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive(pid, expect):
+        _reap(pid)
+        time.sleep(0.1)
+    if alive(pid, expect):
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid, expect):
+            _reap(pid)
+            time.sleep(0.05)
+    path.unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def wait_until(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    still_running: Callable[[], bool] | None = None,
+    log: Path | None = None,
+) -> float:
+    """Poll check() until true; fail early with the log tail if the process died."""
+    start_t = time.monotonic()
+    while True:
+        try:
+            if check():
+                return time.monotonic() - start_t
+        except Exception:  # noqa: S110 - a probe that errors is simply "not yet"
+            pass
+        if still_running is not None and not still_running():
+            raise LabError(f"{what} died during start-up{log_tail(log)}")
+        if time.monotonic() - start_t > timeout:
+            raise LabError(f"{what} not healthy after {timeout:.0f} s{log_tail(log)}")
+        time.sleep(0.2)
+
+
+def log_tail(log: Path | None, lines: int = 20) -> str:
+    if log is None or not log.exists():
+        return ""
+    tail = log.read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- last {len(tail)} lines of {log} ---\n" + "\n".join(tail)
+
+
+def run(argv: Sequence[str], check: bool = True, input_text: str | None = None) -> str:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, input=input_text)
+    if check and proc.returncode != 0:
+        raise LabError(f"`{' '.join(argv)}` failed: {(proc.stderr or proc.stdout).strip()}")
+    return proc.stdout

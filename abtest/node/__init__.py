@@ -1,0 +1,1 @@
+"""The node layer: the only code that speaks SSH."""

@@ -1,0 +1,267 @@
+"""Playbooks (experiment plans) and node profiles (how to reach and handle a node)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from abtest import datafiles
+from abtest.errors import ConfigError
+from abtest.schema import Fields, load_yaml_mapping
+
+DESIGNS = ("gates-all", "attribution", "factorial", "baseline", "singles", "combined")
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The pod of the reference method (DESIGN.md "Measurement semantics")."""
+
+    image: str = "docker.io/library/busybox:1.36.1"
+    command: tuple[str, ...] = ("sleep", "3600")
+    cpu_request: str = "100m"
+    memory_request: str = "1Mi"
+    cpu_limit: str = "2"
+    memory_limit: str = "128Mi"
+    runtime_class: str | None = None
+    annotations: tuple[tuple[str, str], ...] = ()
+    readiness_probe_command: tuple[str, ...] | None = None
+    template: str | None = None
+
+
+@dataclass(frozen=True)
+class Generator:
+    qps: float = 1000.0
+    concurrency: int = 150
+    timeout_s: float = 300.0
+    observe_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Playbook:
+    name: str
+    source: str
+    catalog: str
+    design: str
+    factors: tuple[str, ...]
+    sizes: tuple[int, ...]
+    rounds: int
+    seed: int
+    warmup: bool
+    namespace: str
+    profile: str | None
+    workload: Workload = field(default_factory=Workload)
+    generator: Generator = field(default_factory=Generator)
+    metrics: tuple[str, ...] = ("batch_ready_s", "p50_s", "p95_s", "p99_s")
+    margin_pct: float = 5.0
+    max_rounds: int = 20
+    confidence: float = 0.95
+    text: str = ""
+
+    def with_overrides(self, **changes: object) -> Playbook:
+        """Flags override the playbook; None means "not given"."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        generator_keys = {"qps", "concurrency", "timeout_s", "observe_s"}
+        gen = {k: given.pop(k) for k in list(given) if k in generator_keys}
+        out = replace(self, **given) if given else self
+        if gen:
+            out = replace(out, generator=replace(out.generator, **gen))  # type: ignore[arg-type]
+        return out
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    host: str
+    port: int | None
+    user: str | None
+    key_file: str | None
+    use_agent: bool
+    known_hosts: str | None
+    config_file: str | None
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """How to reach and handle one node. Commands run on the node through SSH."""
+
+    name: str
+    source: str
+    node_name: str
+    kubeconfig: str | None
+    ssh: SSHTarget
+    sudo: bool
+    kubelet_config_path: str
+    kubelet_binary_path: str
+    restart_command: str
+    healthz_url: str
+    log_command: str | None
+    sandbox_count_command: str
+    image_present_command: str
+    lock_path: str
+    health_timeout_s: float
+    text: str = ""
+
+
+def load_playbook(name_or_path: str) -> Playbook:
+    path = datafiles.resolve("playbooks", name_or_path)
+    return parse_playbook(path)
+
+
+def parse_playbook(path: Path) -> Playbook:
+    top = Fields(load_yaml_mapping(path), path)
+    top.only(
+        {
+            "playbook", "description", "catalog", "design", "factors", "sizes", "rounds",
+            "seed", "warmup", "namespace", "profile", "workload", "generator", "metrics",
+            "margin_pct", "max_rounds", "confidence",
+        }
+    )  # fmt: skip
+    design = top.str("design", default="gates-all")
+    if design not in DESIGNS:
+        raise top.error("design", f"unknown design {design!r}", f"use one of {', '.join(DESIGNS)}")
+    namespace = top.str("namespace", default="abtest")
+    if not NAMESPACE.match(namespace):
+        raise top.error("namespace", f"invalid namespace {namespace!r}", "use a DNS-1123 label")
+    confidence = top.number("confidence", default=0.95)
+    if not 0.5 <= confidence < 1:
+        raise top.error("confidence", "must be in [0.5, 1)")
+    metrics = top.str_list("metrics", default=["batch_ready_s", "p50_s", "p95_s", "p99_s"])
+    for m in metrics:
+        if m not in ("batch_ready_s", "p50_s", "p95_s", "p99_s"):
+            raise top.error("metrics", f"unknown metric {m!r}", "batch_ready_s, p50_s, p95_s, p99_s")
+    return Playbook(
+        name=top.str("playbook", default=path.stem),
+        source=str(path),
+        catalog=top.str("catalog", required=True),
+        design=design,
+        factors=tuple(top.str_list("factors", default=[])),
+        sizes=tuple(top.int_list("sizes", default=[50, 100, 150])),
+        rounds=top.int("rounds", default=5, minimum=1),
+        seed=top.int("seed", default=1),
+        warmup=top.bool("warmup", default=True),
+        namespace=namespace,
+        profile=top.opt_str("profile"),
+        workload=_parse_workload(top.sub("workload")),
+        generator=_parse_generator(top.sub("generator")),
+        metrics=tuple(metrics),
+        margin_pct=top.number("margin_pct", default=5.0, minimum=0.0),
+        max_rounds=top.int("max_rounds", default=20, minimum=2),
+        confidence=confidence,
+        text=path.read_text(encoding="utf-8"),
+    )
+
+
+def _parse_workload(w: Fields) -> Workload:
+    w.only(
+        {"image", "command", "requests", "limits", "runtime_class", "annotations",
+         "readiness_probe_command", "template"}
+    )  # fmt: skip
+    requests = w.sub("requests")
+    limits = w.sub("limits")
+    requests.only({"cpu", "memory"})
+    limits.only({"cpu", "memory"})
+    d = Workload()
+    quantities = {
+        "cpu_request": (requests, "cpu", d.cpu_request),
+        "memory_request": (requests, "memory", d.memory_request),
+        "cpu_limit": (limits, "cpu", d.cpu_limit),
+        "memory_limit": (limits, "memory", d.memory_limit),
+    }
+    values: dict[str, str] = {}
+    for attr, (section, key, default) in quantities.items():
+        raw = section.data.get(key, default)
+        text = str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw
+        if not isinstance(text, str) or not QUANTITY.match(text):
+            raise section.error(key, f"invalid resource quantity {raw!r}", "e.g. 100m, 2, 128Mi")
+        values[attr] = text
+    probe = w.str_list("readiness_probe_command", default=[])
+    template = w.opt_str("template")
+    return Workload(
+        image=w.str("image", default=d.image),
+        command=tuple(w.str_list("command", default=list(d.command))),
+        runtime_class=w.opt_str("runtime_class"),
+        annotations=tuple(sorted(w.str_map("annotations").items())),
+        readiness_probe_command=tuple(probe) if probe else None,
+        template=str((w.path.parent / template).resolve()) if template else None,
+        **values,
+    )
+
+
+def _parse_generator(g: Fields) -> Generator:
+    g.only({"qps", "concurrency", "timeout_s", "observe_s"})
+    d = Generator()
+    return Generator(
+        qps=g.number("qps", default=d.qps, minimum=0.001),
+        concurrency=g.int("concurrency", default=d.concurrency, minimum=1),
+        timeout_s=g.number("timeout_s", default=d.timeout_s, minimum=1.0),
+        observe_s=g.number("observe_s", default=d.observe_s, minimum=0.0),
+    )
+
+
+def load_profile(name_or_path: str) -> NodeProfile:
+    """A node profile by path, or by shipped name (``lab`` → playbooks/nodes/lab.yaml)."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.is_file():
+        return parse_profile(candidate)
+    shipped = datafiles.data_dir("playbooks") / "nodes" / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return parse_profile(shipped)
+    known = sorted(p.stem for p in (datafiles.data_dir("playbooks") / "nodes").glob("*.yaml"))
+    raise ConfigError(
+        f"unknown node profile {name_or_path!r}",
+        "--profile",
+        f"use one of {', '.join(known)} or a path to a profile YAML",
+    )
+
+
+def parse_profile(path: Path) -> NodeProfile:
+    top = Fields(load_yaml_mapping(path), path)
+    top.only({"profile", "description", "node_name", "kubeconfig", "ssh", "sudo", "kubelet",
+              "commands", "lock_path", "health_timeout_s"})  # fmt: skip
+    ssh = top.sub("ssh", required=True)
+    ssh.only({"host", "port", "user", "key", "agent", "known_hosts", "config", "password"})
+    if "password" in ssh.data:
+        raise ssh.error("password", "passwords are not accepted in profiles", "use a key or agent")
+    kubelet = top.sub("kubelet", required=True)
+    kubelet.only({"config_path", "binary_path", "restart_command", "healthz_url", "log_command"})
+    commands = top.sub("commands")
+    commands.only({"sandbox_count", "image_present"})
+    port = ssh.data.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise ssh.error("port", "expected an integer port")
+    for key in ("config_path", "binary_path"):
+        value = kubelet.str(key, required=True)
+        if not value.startswith("/"):
+            raise kubelet.error(key, f"expected an absolute path on the node, got {value!r}")
+    return NodeProfile(
+        name=top.str("profile", default=path.stem),
+        source=str(path),
+        node_name=top.str("node_name", required=True),
+        kubeconfig=_expand(top.opt_str("kubeconfig")),
+        ssh=SSHTarget(
+            host=ssh.str("host", required=True),
+            port=port,
+            user=ssh.opt_str("user"),
+            key_file=_expand(ssh.opt_str("key")),
+            use_agent=ssh.bool("agent", default=True),
+            known_hosts=_expand(ssh.opt_str("known_hosts")),
+            config_file=_expand(ssh.opt_str("config")),
+        ),
+        sudo=top.bool("sudo", default=True),
+        kubelet_config_path=kubelet.str("config_path", required=True),
+        kubelet_binary_path=kubelet.str("binary_path", required=True),
+        restart_command=kubelet.str("restart_command", default="systemctl restart kubelet"),
+        healthz_url=kubelet.str("healthz_url", default="http://127.0.0.1:10248/healthz"),
+        log_command=kubelet.opt_str("log_command"),
+        sandbox_count_command=commands.str("sandbox_count", default="crictl pods -q"),
+        image_present_command=commands.str("image_present", default="crictl inspecti -q {image}"),
+        lock_path=top.str("lock_path", default="/var/lib/abtest/node.lock"),
+        health_timeout_s=top.number("health_timeout_s", default=120.0, minimum=1.0),
+        text=path.read_text(encoding="utf-8"),
+    )
+
+
+def _expand(value: str | None) -> str | None:
+    return str(Path(value).expanduser()) if value else None

@@ -1,0 +1,1 @@
+"""Renders what stats computed: Markdown, HTML (with SVG plots), CSV, JSON."""

@@ -1,0 +1,159 @@
+"""Strict checks for the YAML documents users write (catalogs, playbooks, node profiles).
+
+Every problem becomes one ConfigError naming the file, the field and what to do, and
+nothing else happens: callers load and check before they touch anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from abtest.errors import ConfigError
+
+
+def load_yaml_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", str(path), "check the path") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"malformed YAML: {problem}", where, "fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level", str(path))
+    return data
+
+
+class Fields:
+    """Reads typed fields out of one mapping, reporting problems with file and dotted path."""
+
+    def __init__(self, data: Mapping[str, Any], path: Path, prefix: str = "") -> None:
+        self.data = data
+        self.path = path
+        self.prefix = prefix
+
+    def where(self, key: str) -> str:
+        return f"{self.path}: {self.prefix}{key}"
+
+    def error(self, key: str, what: str, todo: str | None = None) -> ConfigError:
+        return ConfigError(what, self.where(key), todo)
+
+    def only(self, allowed: set[str]) -> None:
+        unknown = sorted(set(self.data) - allowed)
+        if unknown:
+            raise self.error(
+                unknown[0], "unknown key", f"allowed keys here: {', '.join(sorted(allowed))}"
+            )
+
+    def _get(self, key: str, required: bool) -> Any:
+        if key not in self.data:
+            if required:
+                raise self.error(key, "missing required key")
+            return None
+        return self.data[key]
+
+    def str(self, key: str, default: str | None = None, required: bool = False) -> str:
+        value = self._get(key, required and default is None)
+        if value is None:
+            return default if default is not None else ""
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {type(value).__name__}")
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {type(value).__name__}")
+        return value
+
+    def int(self, key: str, default: int | None = None, minimum: int | None = None) -> int:
+        value = self._get(key, default is None)
+        if value is None:
+            assert default is not None
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {type(value).__name__}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, key: str, default: float | None = None, minimum: float | None = None) -> float:
+        value = self._get(key, default is None)
+        if value is None:
+            assert default is not None
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(key, f"expected a number, got {type(value).__name__}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be at least {minimum}, got {value}")
+        return float(value)
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {type(value).__name__}")
+        return value
+
+    def int_list(self, key: str, default: list[int] | None = None, minimum: int = 1) -> list[int]:
+        value = self._get(key, default is None)
+        if value is None:
+            assert default is not None
+            return list(default)
+        if not isinstance(value, list) or not value:
+            raise self.error(key, "expected a non-empty list of integers")
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or item < minimum:
+                raise self.error(key, f"expected integers >= {minimum}, got {item!r}")
+        return list(value)
+
+    def str_list(self, key: str, default: list[str] | None = None) -> list[str]:
+        value = self._get(key, default is None)
+        if value is None:
+            assert default is not None
+            return list(default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, "expected a list of strings")
+        return list(value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, False)
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise self.error(key, "expected a mapping of strings to strings")
+        return dict(value)
+
+    def sub(self, key: str, required: bool = False) -> Fields:
+        value = self._get(key, required)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.error(key, "expected a mapping")
+        return Fields(value, self.path, f"{self.prefix}{key}.")
+
+    def list_of_maps(self, key: str) -> list[Fields]:
+        value = self._get(key, True)
+        if not isinstance(value, list) or not value:
+            raise self.error(key, "expected a non-empty list")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise self.error(f"{key}[{i}]", "expected a mapping")
+            out.append(Fields(item, self.path, f"{self.prefix}{key}[{i}]."))
+        return out

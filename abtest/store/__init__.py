@@ -1,0 +1,1 @@
+"""The results database: one SQLite schema, versioned migrations."""
