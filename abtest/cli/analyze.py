@@ -1,0 +1,192 @@
+"""`abtest analyze ROUNDS.csv`: savings and percent reduction vs a baseline, with intervals.
+
+Analyses rounds measured by any tool (the CSV format is in ``abtest.cli.rounds_csv``). Every
+size is its own table; Holm adjusts the p-values across the arms of one (size, metric) table.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+
+from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.cli.rounds_csv import load_rounds_csv
+from abtest.errors import UserError
+from abtest.stats import METRICS, Comparison, compare, uncomparable
+from abtest.stats.intervals import check_confidence
+
+METHOD_LINES = (
+    "Percent reduction = (B - T) / B x 100 on geometric means (log scale), t-interval; "
+    "savings = B - T in seconds on means.",
+    "Paired by block where rounds come in blocks that pair up, Welch otherwise; "
+    "p-values test 'no change', Holm-adjusted within each table.",
+)
+
+
+def analyze(
+    csv_path: Annotated[
+        Path,
+        typer.Argument(metavar="ROUNDS.csv", help="One row per round: arm,size[,block],metrics."),
+    ],
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="Arm every other arm is compared with.")
+    ] = "baseline",
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help=f"Metric column to analyse ({', '.join(METRICS)}); repeat or comma-separate. "
+            "Default: every metric column in the file.",
+        ),
+    ] = None,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
+    ] = 0.95,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Compare every arm with the baseline: savings and percent reduction with intervals."""
+    check_confidence(confidence)
+    rounds = load_rounds_csv(csv_path)
+    metrics = _chosen_metrics(rounds, metric, str(csv_path))
+    arms = [str(a) for a in pd.unique(rounds["arm"])]
+    if baseline not in arms:
+        raise UserError(
+            f"no rounds for the baseline arm {baseline!r}",
+            f"{csv_path}, column arm",
+            f"name the baseline with --baseline; arms in the file: {', '.join(arms)}",
+        )
+    if arms == [baseline]:
+        raise UserError(
+            f"only the baseline arm {baseline!r} is in the file: nothing to compare",
+            str(csv_path),
+            "add rounds of at least one other arm",
+        )
+    comparisons = [
+        c
+        for m in metrics
+        for c in compare(rounds, baseline=baseline, metric=m, confidence=confidence)
+    ]
+    # One table per size, metrics in the order asked for within it.
+    comparisons.sort(key=lambda c: (c.size, metrics.index(c.metric)))
+    skipped = uncomparable(rounds, baseline=baseline)
+
+    if json_out:
+        print_json(
+            {
+                "comparisons": [_as_json(c) for c in comparisons],
+                "skipped": [
+                    {"arm": arm, "size": size, "reason": "no baseline rounds at this size"}
+                    for arm, size in skipped
+                ],
+            }
+        )
+        return
+    _print_tables(comparisons, baseline, confidence)
+    for arm, size in skipped:
+        err_console.print(f"[yellow]skipped {arm} at size {size}: no baseline rounds there[/]")
+
+
+def _chosen_metrics(rounds: pd.DataFrame, asked: list[str] | None, where: str) -> list[str]:
+    present = [m for m in METRICS if m in rounds.columns]
+    if not asked:
+        return present
+    chosen: list[str] = []
+    for name in (part.strip() for item in asked for part in item.split(",")):
+        if not name or name in chosen:
+            continue
+        if name not in present:
+            raise UserError(
+                f"unknown metric {name!r}",
+                f"--metric (file {where})",
+                f"choose from the metric columns in the file: {', '.join(present)}",
+            )
+        chosen.append(name)
+    if not chosen:
+        raise UserError("--metric is empty", "--metric", f"choose from {', '.join(present)}")
+    return chosen
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _pair(interval: tuple[float, float] | None) -> list[float | None] | None:
+    return None if interval is None else [_number(interval[0]), _number(interval[1])]
+
+
+def _as_json(c: Comparison) -> dict[str, Any]:
+    return {
+        "arm": c.arm,
+        "size": c.size,
+        "metric": c.metric,
+        "baseline": c.baseline,
+        "n_baseline": c.n_baseline,
+        "n_treatment": c.n_treatment,
+        "n_pairs": c.n_pairs,
+        "baseline_mean": _number(c.baseline_mean),
+        "treatment_mean": _number(c.treatment_mean),
+        "baseline_median": _number(c.baseline_median),
+        "treatment_median": _number(c.treatment_median),
+        "savings_s": _number(c.savings_s),
+        "savings_ci": _pair(c.savings_ci),
+        "pct_reduction": _number(c.pct_reduction),
+        "pct_ci": _pair(c.pct_ci),
+        "pct_reduction_arithmetic": _number(c.pct_reduction_arithmetic),
+        "p_value": _number(c.p_value),
+        "p_adjusted": _number(c.p_adjusted),
+        "confidence": c.confidence,
+        "method": c.method,
+        "note": c.note,
+    }
+
+
+def _fmt_interval(value: float, interval: tuple[float, float] | None, digits: int) -> str:
+    if interval is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def _fmt_p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def _print_tables(comparisons: list[Comparison], baseline: str, confidence: float) -> None:
+    tables: dict[tuple[int, str], list[Comparison]] = {}
+    for c in comparisons:
+        tables.setdefault((c.size, c.metric), []).append(c)
+    for (size, metric), rows in tables.items():
+        print_table(
+            f"{metric}, {size} pods, vs {baseline} ({confidence:.0%} intervals)",
+            [
+                "arm",
+                "n base/arm",
+                "base mean s",
+                "arm mean s",
+                "saving s [CI]",
+                "reduction % [CI]",
+                "p",
+                "p Holm",
+                "note",
+            ],
+            [
+                (
+                    c.arm,
+                    f"{c.n_baseline}/{c.n_treatment}"
+                    + (f" ({c.n_pairs} pairs)" if c.method == "paired" else ""),
+                    f"{c.baseline_mean:.3f}",
+                    f"{c.treatment_mean:.3f}",
+                    _fmt_interval(c.savings_s, c.savings_ci, 3),
+                    _fmt_interval(c.pct_reduction, c.pct_ci, 1),
+                    _fmt_p(c.p_value),
+                    _fmt_p(c.p_adjusted),
+                    c.note,
+                )
+                for c in rows
+            ],
+        )
+    for line in METHOD_LINES:
+        console.print(line, highlight=False)

@@ -1,0 +1,197 @@
+"""Treatment vs baseline at one size: savings, percent reduction, intervals, p-values.
+
+Why this method
+---------------
+- Round times are skewed (a slow round is much slower, a fast one only a bit faster) and
+  effects are multiplicative (a gate that saves 20 % saves more seconds on a 150-pod batch than
+  on a 50-pod one). So the *ratio* T/B is estimated on the log scale, where the noise is close
+  to symmetric and an effect is a shift: ``log T - log B``. Its t-interval is exponentiated to a
+  ratio interval and reported as percent reduction ``(1 - ratio) * 100``. The point estimate
+  on the same scale is the geometric-mean ratio, so ``pct_reduction`` is
+  ``(GM_B - GM_T) / GM_B * 100`` and the interval covers exactly what it claims.
+  The arithmetic ``(mean B - mean T) / mean B * 100`` is reported beside it
+  (``pct_reduction_arithmetic``) without an interval.
+- Savings in seconds ``B - T`` are estimated on the raw scale (a difference of means), because
+  that is what seconds mean; their interval is a t-interval on the same pairing.
+- Small n (5 blocks) is the normal case: Student-t rather than normal quantiles, and a
+  bootstrap is avoided because with 5 blocks it has only a handful of distinct resamples and
+  undercovers. The calibration tests show the t-intervals cover 93-97 % at 5, 10, 20 blocks.
+- Pairing removes drift: in randomized complete blocks every arm is measured once per block,
+  so the per-block log ratio cancels whatever made that block slow (node warm-up, neighbour
+  load). When blocks are present and pair up, the analysis is a paired t on per-block log
+  ratios (and on per-block differences for seconds); otherwise Welch's unequal-variance t on
+  the logs (ratio) and on the raw times (seconds).
+- When fewer than 2 pairs (or fewer than 2 rounds on a side) exist, no interval and no p-value
+  are given and ``note`` says so: one round cannot tell noise from effect.
+- The p-value tests "no change" on the log scale, so it agrees with the percent interval
+  (p < 1 - confidence exactly when ``pct_ci`` excludes 0). Holm adjusts the p-values across the
+  arms of one (size, metric) table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from abtest.errors import UserError
+from abtest.stats.contrast import estimate_contrast
+from abtest.stats.frame import SIZE, arm_order, check_rounds, rows_for
+from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One treatment arm vs the baseline arm at one size, for one metric.
+
+    ``savings_s = B - T`` (seconds, > 0 means the treatment is faster) and
+    ``pct_reduction = (1 - GM_T / GM_B) * 100`` (geometric means; matches ``pct_ci``).
+    ``savings_s`` and ``pct_reduction`` are the estimates the intervals are built around: in a
+    paired analysis, over the complete blocks (with every round paired, ``savings_s`` equals
+    ``baseline_mean - treatment_mean``). Means and medians are over all rounds of each arm.
+    Intervals and p-values are None when n is too small (see ``note``).
+    """
+
+    arm: str
+    baseline: str
+    size: int
+    metric: str
+    confidence: float
+    n_baseline: int
+    n_treatment: int
+    n_pairs: int  # complete blocks in a paired analysis, 0 when unpaired
+    baseline_mean: float
+    treatment_mean: float
+    baseline_median: float
+    treatment_median: float
+    savings_s: float
+    savings_ci: tuple[float, float] | None
+    ratio: float  # geometric-mean ratio T / B
+    ratio_ci: tuple[float, float] | None
+    pct_reduction: float
+    pct_ci: tuple[float, float] | None
+    pct_reduction_arithmetic: float
+    p_value: float | None
+    p_adjusted: float | None
+    method: str  # "paired" (by block), "welch" or "none" (no interval)
+    note: str
+
+
+def compare(
+    rounds: pd.DataFrame, *, baseline: str, metric: str, confidence: float = 0.95
+) -> list[Comparison]:
+    """Every non-baseline arm vs ``baseline``, one table per size, Holm within each table.
+
+    Sizes without baseline rounds are skipped (nothing to compare against); see
+    ``uncomparable`` for listing them. Results are ordered by size, then arm order of first
+    appearance in ``rounds``.
+    """
+    check_confidence(confidence)
+    check_rounds(rounds, metric)
+    if not (rounds["arm"] == baseline).any():
+        raise UserError(
+            f"no rounds for baseline arm {baseline!r}",
+            "rounds",
+            f"name one of: {', '.join(arm_order(rounds))}",
+        )
+    results: list[Comparison] = []
+    for size in _sizes_with(rounds, baseline):
+        table = [
+            compare_pair(
+                rounds,
+                baseline=baseline,
+                treatment=arm,
+                size=size,
+                metric=metric,
+                confidence=confidence,
+            )
+            for arm in arm_order(rounds)
+            if arm != baseline and not rows_for(rounds, arm, size).empty
+        ]
+        adjusted = holm([c.p_value for c in table])
+        results.extend(
+            dataclasses.replace(c, p_adjusted=p) for c, p in zip(table, adjusted, strict=True)
+        )
+    return results
+
+
+def uncomparable(rounds: pd.DataFrame, *, baseline: str) -> list[tuple[str, int]]:
+    """(arm, size) pairs that have rounds but no baseline rounds at that size."""
+    with_baseline = set(_sizes_with(rounds, baseline))
+    pairs = rounds.loc[rounds["arm"] != baseline, ["arm", SIZE]].drop_duplicates()
+    return [
+        (str(arm), int(size))
+        for arm, size in pairs.itertuples(index=False, name=None)
+        if int(size) not in with_baseline
+    ]
+
+
+def compare_pair(
+    rounds: pd.DataFrame,
+    *,
+    baseline: str,
+    treatment: str,
+    size: int,
+    metric: str,
+    confidence: float = 0.95,
+) -> Comparison:
+    """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``)."""
+    check_confidence(confidence)
+    check_rounds(rounds, metric)
+    base = rows_for(rounds, baseline, size)[metric].to_numpy(dtype=np.float64)
+    treat = rows_for(rounds, treatment, size)[metric].to_numpy(dtype=np.float64)
+    # Same rows and same pairing for both scales, so the method is the same for both.
+    savings = estimate_contrast(
+        rounds,
+        coefficients={baseline: 1.0, treatment: -1.0},
+        size=size,
+        metric=metric,
+        confidence=confidence,
+        scale="raw",
+    )
+    log_ratio = estimate_contrast(
+        rounds,
+        coefficients={treatment: 1.0, baseline: -1.0},
+        size=size,
+        metric=metric,
+        confidence=confidence,
+        scale="log",
+    )
+    ratio_ci = pct_ci = None
+    if log_ratio.ci is not None:
+        lo, hi = log_ratio.ci
+        ratio_ci = (float(np.exp(lo)), float(np.exp(hi)))
+        # A higher ratio is a smaller reduction: the bounds swap.
+        pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
+    base_mean = float(base.mean())
+    return Comparison(
+        arm=treatment,
+        baseline=baseline,
+        size=int(size),
+        metric=metric,
+        confidence=confidence,
+        n_baseline=int(base.size),
+        n_treatment=int(treat.size),
+        n_pairs=log_ratio.n_blocks,
+        baseline_mean=base_mean,
+        treatment_mean=float(treat.mean()),
+        baseline_median=float(np.median(base)),
+        treatment_median=float(np.median(treat)),
+        savings_s=savings.estimate,
+        savings_ci=savings.ci,
+        ratio=float(np.exp(log_ratio.estimate)),
+        ratio_ci=ratio_ci,
+        pct_reduction=pct_reduction_from_log_ratio(log_ratio.estimate),
+        pct_ci=pct_ci,
+        pct_reduction_arithmetic=(base_mean - float(treat.mean())) / base_mean * 100.0,
+        p_value=log_ratio.p_value,
+        p_adjusted=log_ratio.p_value,
+        method=log_ratio.method,
+        note=log_ratio.note,
+    )
+
+
+def _sizes_with(rounds: pd.DataFrame, arm: str) -> list[int]:
+    return sorted(int(s) for s in pd.unique(rounds.loc[rounds["arm"] == arm, SIZE]))

@@ -1,0 +1,56 @@
+"""The rounds frame every stats function takes, and its checks.
+
+One row per accepted, non-warm-up round: ``arm`` (str), ``size`` (int, pods per batch),
+optional ``block`` (the randomized-block label; rounds of different arms in the same block are
+paired) and one column per metric, in seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from abtest.errors import UserError
+
+ARM = "arm"
+SIZE = "size"
+BLOCK = "block"
+METRICS: tuple[str, ...] = ("batch_ready_s", "p50_s", "p95_s", "p99_s")
+
+
+def check_rounds(rounds: pd.DataFrame, metric: str) -> None:
+    """Raise UserError unless ``rounds`` has arm/size/metric columns and usable metric values.
+
+    Times must be finite and > 0: the ratio is analysed on the log scale.
+    """
+    missing = [col for col in (ARM, SIZE, metric) if col not in rounds.columns]
+    if missing:
+        raise UserError(
+            f"rounds have no column {', '.join(missing)}",
+            "rounds",
+            f"columns present: {', '.join(map(str, rounds.columns))}",
+        )
+    values = pd.to_numeric(rounds[metric], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values) | (values <= 0)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise UserError(
+            f"{metric} must be a positive number of seconds, got {rounds[metric].iloc[first]!r}",
+            f"rounds row {first}",
+            "drop or fix rounds without a valid time",
+        )
+
+
+def has_blocks(rounds: pd.DataFrame) -> bool:
+    """True when every round carries a block label (the pairing unit)."""
+    return BLOCK in rounds.columns and bool(rounds[BLOCK].notna().all())
+
+
+def rows_for(rounds: pd.DataFrame, arm: str, size: int) -> pd.DataFrame:
+    """The rounds of one arm at one size."""
+    return rounds[(rounds[ARM] == arm) & (rounds[SIZE] == size)]
+
+
+def arm_order(rounds: pd.DataFrame) -> list[str]:
+    """Arms in order of first appearance (the order a plan or CSV lists them)."""
+    return [str(a) for a in pd.unique(rounds[ARM])]

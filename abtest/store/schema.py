@@ -1,0 +1,143 @@
+"""The one versioned schema of the results database.
+
+MIGRATIONS[i] takes a database from version i to i+1. A database newer than this code
+knows is refused (never guessed at), like asv's versioned result files.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # v0 -> v1
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,                 -- batch | sweep | regress
+        created_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL,               -- running | finished | interrupted | failed
+        stop_reason TEXT,
+        command TEXT,
+        profile_name TEXT,
+        node_name TEXT,
+        playbook_name TEXT,
+        playbook_text TEXT,
+        playbook_sha256 TEXT,
+        catalog_name TEXT,
+        design TEXT,
+        seed INTEGER,
+        plan_json TEXT,                     -- schedule and options, to resume exactly
+        env_json TEXT                       -- node, kernel, versions, tool version, git rev
+    );
+    CREATE TABLE arms (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        name TEXT NOT NULL,
+        on_json TEXT NOT NULL,              -- factors on in this arm
+        settings_json TEXT NOT NULL,        -- path -> value applied for this arm
+        status TEXT NOT NULL DEFAULT 'ok',  -- ok | failed
+        failure TEXT,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE visits (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        node_name TEXT NOT NULL,
+        block INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        arm TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        applied INTEGER NOT NULL DEFAULT 0,
+        restart_to_healthz_s REAL,
+        restart_to_ready_s REAL,
+        restart_to_verified_s REAL,
+        verified_json TEXT,                 -- gate values read back from configz + metric
+        config_sha256 TEXT,
+        error TEXT
+    );
+    CREATE TABLE rounds (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        visit_id INTEGER REFERENCES visits(id),
+        node_name TEXT NOT NULL,
+        block INTEGER,
+        arm TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        ordinal INTEGER NOT NULL,
+        warmup INTEGER NOT NULL DEFAULT 0,
+        started_wall REAL NOT NULL,         -- unix time of the round's t0
+        accepted INTEGER NOT NULL,
+        reason TEXT,
+        pods_ready INTEGER NOT NULL,
+        batch_ready_s REAL,
+        p50_s REAL,
+        p95_s REAL,
+        p99_s REAL,
+        mean_s REAL,
+        submit_rate REAL,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        ready_regressions INTEGER NOT NULL DEFAULT 0,
+        sandbox_failures INTEGER NOT NULL DEFAULT 0,
+        create_failures INTEGER NOT NULL DEFAULT 0,
+        create_retries INTEGER NOT NULL DEFAULT 0,
+        watch_restarts INTEGER NOT NULL DEFAULT 0,
+        watch_relisted INTEGER NOT NULL DEFAULT 0,
+        cleanup_s REAL,
+        client_cpu_s REAL,
+        phases_json TEXT                    -- phase breakdown medians
+    );
+    CREATE TABLE pods (
+        round_id INTEGER NOT NULL REFERENCES rounds(id),
+        name TEXT NOT NULL,
+        -- seconds since the round's t0 on one monotonic clock (started_wall maps to wall)
+        sent_s REAL,
+        response_s REAL,
+        scheduled_s REAL,
+        ready_to_start_s REAL,
+        initialized_s REAL,
+        containers_ready_s REAL,
+        ready_s REAL,
+        http_status INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        ready_regressed INTEGER NOT NULL DEFAULT 0,
+        -- the API server's own timestamps (unix seconds) for cross-checks
+        server_created REAL,
+        server_scheduled REAL,
+        server_ready REAL,
+        PRIMARY KEY (round_id, name)
+    );
+    CREATE TABLE events (
+        round_id INTEGER NOT NULL REFERENCES rounds(id),
+        pod TEXT,
+        reason TEXT NOT NULL,
+        message TEXT,
+        count INTEGER NOT NULL DEFAULT 1
+    );
+    CREATE TABLE metric_deltas (
+        round_id INTEGER NOT NULL REFERENCES rounds(id),
+        metric TEXT NOT NULL,
+        labels TEXT NOT NULL DEFAULT '',
+        delta_sum REAL,
+        delta_count REAL
+    );
+    CREATE TABLE node_journal (
+        id INTEGER PRIMARY KEY,
+        node_name TEXT NOT NULL,
+        profile_name TEXT NOT NULL,
+        kind TEXT NOT NULL,                 -- config | binary
+        path TEXT NOT NULL,                 -- file on the node
+        backup_path TEXT,                   -- byte-for-byte copy kept on the node
+        original BLOB,                      -- byte-for-byte copy kept here (config only)
+        original_sha256 TEXT NOT NULL,
+        applied_json TEXT NOT NULL,
+        state TEXT NOT NULL,                -- applying | applied | restored | failed
+        detail TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX rounds_run ON rounds(run_id);
+    CREATE INDEX journal_node ON node_journal(node_name, state);
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
