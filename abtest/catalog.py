@@ -29,26 +29,26 @@ def parse_catalog(path: Path) -> Catalog:
     seen: set[str] = set()
     for f in top.list_of_maps("factors"):
         # YAML 1.1 reads a bare `on:` / `off:` key as the booleans true / false.
-        f.data = {_YAML11_KEYS.get(k, k) if isinstance(k, bool) else k: v for k, v in f.data.items()}
+        f.data = {
+            _YAML11_KEYS.get(k, k) if isinstance(k, bool) else k: v for k, v in f.data.items()
+        }
         factor = _parse_factor(f)
         if factor.name in seen:
             raise f.error("name", f"duplicate factor {factor.name!r}", "names must be unique")
         seen.add(factor.name)
         factors.append(factor)
     return Catalog(
-        name=top.str("catalog", required=True),
+        name=top.text("catalog", required=True),
         source=str(path),
-        description=" ".join(top.str("description", default="").split()),
+        description=" ".join(top.text("description", default="").split()),
         factors=tuple(factors),
     )
 
 
 def _parse_factor(f: Fields) -> Factor:
-    f.only(
-        {"name", "kind", "component", "on", "off", "summary", "availability", "expected_effect"}
-    )
-    name = f.str("name", required=True)
-    kind_text = f.str("kind", required=True)
+    f.only({"name", "kind", "component", "on", "off", "summary", "availability", "expected_effect"})
+    name = f.text("name", required=True)
+    kind_text = f.text("kind", required=True)
     if kind_text not in KINDS:
         raise f.error("kind", f"unknown kind {kind_text!r}", "use feature_gate or config_field")
     kind = KINDS[kind_text]
@@ -70,10 +70,10 @@ def _parse_factor(f: Fields) -> Factor:
         kind=kind,
         on=on,
         off=off,
-        summary=" ".join(f.str("summary", required=True).split()),
-        component=f.str("component", default="kubelet"),
-        availability=f.str("availability", default="upstream"),
-        expected_effect=f.str("expected_effect", default="unknown"),
+        summary=" ".join(f.text("summary", required=True).split()),
+        component=f.text("component", default="kubelet"),
+        availability=f.text("availability", default="upstream"),
+        expected_effect=f.text("expected_effect", default="unknown"),
     )
 
 

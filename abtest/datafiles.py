@@ -1,26 +1,26 @@
 """Where the shipped data (gates/, playbooks/) lives, in a checkout and in an installed wheel.
 
-The top-level ``gates/`` and ``playbooks/`` folders are mapped into the wheel as the
-``abtest.gates`` and ``abtest.playbooks`` packages (see pyproject.toml), so the same
-``importlib.resources`` lookup works for an editable install and a plain ``pip install .``.
+The top-level ``gates/`` and ``playbooks/`` folders are mapped into the wheel as
+``abtest/gates`` and ``abtest/playbooks`` (see pyproject.toml); an editable install reads
+them from the repository root instead.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from abtest.errors import ConfigError
 
+_NOUNS = {"gates": "catalog", "playbooks": "playbook"}
+
 
 def data_dir(kind: str) -> Path:
     """The folder holding shipped files of one kind: ``gates`` or ``playbooks``."""
-    try:
-        return Path(str(resources.files(f"abtest.{kind}")))
-    except ModuleNotFoundError:
-        # An editable install maps only folders with an __init__.py; the data folders have
-        # none, so a checkout reads them from the repository root next to the package.
-        return Path(__file__).resolve().parents[1] / kind
+    package = Path(__file__).resolve().parent
+    installed = package / kind  # inside an installed wheel
+    if installed.is_dir():
+        return installed
+    return package.parent / kind  # a checkout (editable install): the repository root
 
 
 def resolve(kind: str, name_or_path: str, suffix: str = ".yaml") -> Path:
@@ -38,7 +38,7 @@ def resolve(kind: str, name_or_path: str, suffix: str = ".yaml") -> Path:
         return shipped
     known = sorted(p.stem for p in data_dir(kind).glob(f"*{suffix}"))
     raise ConfigError(
-        f"unknown {kind[:-1] if kind.endswith('s') else kind} {name_or_path!r}",
+        f"unknown {_NOUNS.get(kind, kind)} {name_or_path!r}",
         kind,
         f"use one of {', '.join(known)} or a path to a YAML file",
     )

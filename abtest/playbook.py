@@ -65,7 +65,7 @@ class Playbook:
         given = {k: v for k, v in changes.items() if v is not None}
         generator_keys = {"qps", "concurrency", "timeout_s", "observe_s"}
         gen = {k: given.pop(k) for k in list(given) if k in generator_keys}
-        out = replace(self, **given) if given else self
+        out = replace(self, **given) if given else self  # type: ignore[arg-type]
         if gen:
             out = replace(out, generator=replace(out.generator, **gen))  # type: ignore[arg-type]
         return out
@@ -102,6 +102,8 @@ class NodeProfile:
     lock_path: str
     health_timeout_s: float
     text: str = ""
+    #: a command that exits 0 while the kubelet runs (lets a failed start fail fast)
+    status_command: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -113,15 +115,29 @@ def parse_playbook(path: Path) -> Playbook:
     top = Fields(load_yaml_mapping(path), path)
     top.only(
         {
-            "playbook", "description", "catalog", "design", "factors", "sizes", "rounds",
-            "seed", "warmup", "namespace", "profile", "workload", "generator", "metrics",
-            "margin_pct", "max_rounds", "confidence",
+            "playbook",
+            "description",
+            "catalog",
+            "design",
+            "factors",
+            "sizes",
+            "rounds",
+            "seed",
+            "warmup",
+            "namespace",
+            "profile",
+            "workload",
+            "generator",
+            "metrics",
+            "margin_pct",
+            "max_rounds",
+            "confidence",
         }
-    )  # fmt: skip
-    design = top.str("design", default="gates-all")
+    )
+    design = top.text("design", default="gates-all")
     if design not in DESIGNS:
         raise top.error("design", f"unknown design {design!r}", f"use one of {', '.join(DESIGNS)}")
-    namespace = top.str("namespace", default="abtest")
+    namespace = top.text("namespace", default="abtest")
     if not NAMESPACE.match(namespace):
         raise top.error("namespace", f"invalid namespace {namespace!r}", "use a DNS-1123 label")
     confidence = top.number("confidence", default=0.95)
@@ -130,24 +146,26 @@ def parse_playbook(path: Path) -> Playbook:
     metrics = top.str_list("metrics", default=["batch_ready_s", "p50_s", "p95_s", "p99_s"])
     for m in metrics:
         if m not in ("batch_ready_s", "p50_s", "p95_s", "p99_s"):
-            raise top.error("metrics", f"unknown metric {m!r}", "batch_ready_s, p50_s, p95_s, p99_s")
+            raise top.error(
+                "metrics", f"unknown metric {m!r}", "batch_ready_s, p50_s, p95_s, p99_s"
+            )
     return Playbook(
-        name=top.str("playbook", default=path.stem),
+        name=top.text("playbook", default=path.stem),
         source=str(path),
-        catalog=top.str("catalog", required=True),
+        catalog=top.text("catalog", required=True),
         design=design,
         factors=tuple(top.str_list("factors", default=[])),
         sizes=tuple(top.int_list("sizes", default=[50, 100, 150])),
-        rounds=top.int("rounds", default=5, minimum=1),
-        seed=top.int("seed", default=1),
-        warmup=top.bool("warmup", default=True),
+        rounds=top.integer("rounds", default=5, minimum=1),
+        seed=top.integer("seed", default=1),
+        warmup=top.flag("warmup", default=True),
         namespace=namespace,
-        profile=top.opt_str("profile"),
+        profile=top.opt_text("profile"),
         workload=_parse_workload(top.sub("workload")),
         generator=_parse_generator(top.sub("generator")),
         metrics=tuple(metrics),
         margin_pct=top.number("margin_pct", default=5.0, minimum=0.0),
-        max_rounds=top.int("max_rounds", default=20, minimum=2),
+        max_rounds=top.integer("max_rounds", default=20, minimum=2),
         confidence=confidence,
         text=path.read_text(encoding="utf-8"),
     )
@@ -155,9 +173,17 @@ def parse_playbook(path: Path) -> Playbook:
 
 def _parse_workload(w: Fields) -> Workload:
     w.only(
-        {"image", "command", "requests", "limits", "runtime_class", "annotations",
-         "readiness_probe_command", "template"}
-    )  # fmt: skip
+        {
+            "image",
+            "command",
+            "requests",
+            "limits",
+            "runtime_class",
+            "annotations",
+            "readiness_probe_command",
+            "template",
+        }
+    )
     requests = w.sub("requests")
     limits = w.sub("limits")
     requests.only({"cpu", "memory"})
@@ -177,11 +203,11 @@ def _parse_workload(w: Fields) -> Workload:
             raise section.error(key, f"invalid resource quantity {raw!r}", "e.g. 100m, 2, 128Mi")
         values[attr] = text
     probe = w.str_list("readiness_probe_command", default=[])
-    template = w.opt_str("template")
+    template = w.opt_text("template")
     return Workload(
-        image=w.str("image", default=d.image),
+        image=w.text("image", default=d.image),
         command=tuple(w.str_list("command", default=list(d.command))),
-        runtime_class=w.opt_str("runtime_class"),
+        runtime_class=w.opt_text("runtime_class"),
         annotations=tuple(sorted(w.str_map("annotations").items())),
         readiness_probe_command=tuple(probe) if probe else None,
         template=str((w.path.parent / template).resolve()) if template else None,
@@ -194,7 +220,7 @@ def _parse_generator(g: Fields) -> Generator:
     d = Generator()
     return Generator(
         qps=g.number("qps", default=d.qps, minimum=0.001),
-        concurrency=g.int("concurrency", default=d.concurrency, minimum=1),
+        concurrency=g.integer("concurrency", default=d.concurrency, minimum=1),
         timeout_s=g.number("timeout_s", default=d.timeout_s, minimum=1.0),
         observe_s=g.number("observe_s", default=d.observe_s, minimum=0.0),
     )
@@ -218,48 +244,70 @@ def load_profile(name_or_path: str) -> NodeProfile:
 
 def parse_profile(path: Path) -> NodeProfile:
     top = Fields(load_yaml_mapping(path), path)
-    top.only({"profile", "description", "node_name", "kubeconfig", "ssh", "sudo", "kubelet",
-              "commands", "lock_path", "health_timeout_s"})  # fmt: skip
+    top.only(
+        {
+            "profile",
+            "description",
+            "node_name",
+            "kubeconfig",
+            "ssh",
+            "sudo",
+            "kubelet",
+            "commands",
+            "lock_path",
+            "health_timeout_s",
+        }
+    )
     ssh = top.sub("ssh", required=True)
     ssh.only({"host", "port", "user", "key", "agent", "known_hosts", "config", "password"})
     if "password" in ssh.data:
         raise ssh.error("password", "passwords are not accepted in profiles", "use a key or agent")
     kubelet = top.sub("kubelet", required=True)
-    kubelet.only({"config_path", "binary_path", "restart_command", "healthz_url", "log_command"})
+    kubelet.only(
+        {
+            "config_path",
+            "binary_path",
+            "restart_command",
+            "healthz_url",
+            "log_command",
+            "status_command",
+        }
+    )
     commands = top.sub("commands")
     commands.only({"sandbox_count", "image_present"})
     port = ssh.data.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise ssh.error("port", "expected an integer port")
     for key in ("config_path", "binary_path"):
-        value = kubelet.str(key, required=True)
+        value = kubelet.text(key, required=True)
         if not value.startswith("/"):
             raise kubelet.error(key, f"expected an absolute path on the node, got {value!r}")
     return NodeProfile(
-        name=top.str("profile", default=path.stem),
+        name=top.text("profile", default=path.stem),
         source=str(path),
-        node_name=top.str("node_name", required=True),
-        kubeconfig=_expand(top.opt_str("kubeconfig")),
+        node_name=top.text("node_name", required=True),
+        kubeconfig=_expand(top.opt_text("kubeconfig")),
         ssh=SSHTarget(
-            host=ssh.str("host", required=True),
+            host=ssh.text("host", required=True),
             port=port,
-            user=ssh.opt_str("user"),
-            key_file=_expand(ssh.opt_str("key")),
-            use_agent=ssh.bool("agent", default=True),
-            known_hosts=_expand(ssh.opt_str("known_hosts")),
-            config_file=_expand(ssh.opt_str("config")),
+            user=ssh.opt_text("user"),
+            key_file=_expand(ssh.opt_text("key")),
+            use_agent=ssh.flag("agent", default=True),
+            known_hosts=_expand(ssh.opt_text("known_hosts")),
+            config_file=_expand(ssh.opt_text("config")),
         ),
-        sudo=top.bool("sudo", default=True),
-        kubelet_config_path=kubelet.str("config_path", required=True),
-        kubelet_binary_path=kubelet.str("binary_path", required=True),
-        restart_command=kubelet.str("restart_command", default="systemctl restart kubelet"),
-        healthz_url=kubelet.str("healthz_url", default="http://127.0.0.1:10248/healthz"),
-        log_command=kubelet.opt_str("log_command"),
-        sandbox_count_command=commands.str("sandbox_count", default="crictl pods -q"),
-        image_present_command=commands.str("image_present", default="crictl inspecti -q {image}"),
-        lock_path=top.str("lock_path", default="/var/lib/abtest/node.lock"),
+        sudo=top.flag("sudo", default=True),
+        kubelet_config_path=kubelet.text("config_path", required=True),
+        kubelet_binary_path=kubelet.text("binary_path", required=True),
+        restart_command=kubelet.text("restart_command", default="systemctl restart kubelet"),
+        healthz_url=kubelet.text("healthz_url", default="http://127.0.0.1:10248/healthz"),
+        log_command=kubelet.opt_text("log_command"),
+        sandbox_count_command=commands.text("sandbox_count", default="crictl pods -q"),
+        image_present_command=commands.text("image_present", default="crictl inspecti -q {image}"),
+        lock_path=top.text("lock_path", default="/var/lib/abtest/node.lock"),
         health_timeout_s=top.number("health_timeout_s", default=120.0, minimum=1.0),
         text=path.read_text(encoding="utf-8"),
+        status_command=kubelet.opt_text("status_command"),
     )
 
 

@@ -62,7 +62,7 @@ class Fields:
             return None
         return self.data[key]
 
-    def str(self, key: str, default: str | None = None, required: bool = False) -> str:
+    def text(self, key: str, default: str | None = None, required: bool = False) -> str:
         value = self._get(key, required and default is None)
         if value is None:
             return default if default is not None else ""
@@ -70,7 +70,7 @@ class Fields:
             raise self.error(key, f"expected a string, got {type(value).__name__}")
         return value
 
-    def opt_str(self, key: str) -> str | None:
+    def opt_text(self, key: str) -> str | None:
         value = self._get(key, False)
         if value is None:
             return None
@@ -78,7 +78,7 @@ class Fields:
             raise self.error(key, f"expected a string, got {type(value).__name__}")
         return value
 
-    def int(self, key: str, default: int | None = None, minimum: int | None = None) -> int:
+    def integer(self, key: str, default: int | None = None, minimum: int | None = None) -> int:
         value = self._get(key, default is None)
         if value is None:
             assert default is not None
@@ -100,7 +100,7 @@ class Fields:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return float(value)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self._get(key, False)
         if value is None:
             return default

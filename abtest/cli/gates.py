@@ -32,6 +32,6 @@ def _list(catalog_name: str, json_out: bool) -> None:
         return
     print_table(
         f"catalog {cat.name} ({cat.source})",
-        ["name", "kind", "on", "off", "where", "summary"],
-        [(f.name, f.kind, f.on, f.off, f.availability, f.summary) for f in cat.factors],
+        ["name", "kind", "on", "off", "summary"],
+        [(f.name, f.kind, f.on, f.off, f.summary) for f in cat.factors],
     )

@@ -1,14 +1,46 @@
-"""`abtest lab`: placeholder until its capability lands."""
+"""`abtest lab up | status | down`: the embedded single-node cluster."""
 
 from __future__ import annotations
 
 import typer
 
-from abtest.errors import NotBuiltError
+from abtest.cli.render import console, print_json, print_table
+from abtest.lab import control
 
-app = typer.Typer(help="(not built yet)", no_args_is_help=True)
+app = typer.Typer(
+    help="The embedded lab: a real single-node Kubernetes on this machine.", no_args_is_help=True
+)
 
 
-@app.callback(invoke_without_command=True)
-def _pending() -> None:
-    raise NotBuiltError("abtest lab has not landed yet", "abtest lab")
+@app.command("up")
+def up() -> None:
+    """Build (first time) and start etcd, API server, scheduler, controller-manager,
+    containerd, kubelet and an sshd on loopback; idempotent."""
+    st = control.up(say=lambda line: console.print(line, highlight=False))
+    console.print(f"node: {st.node}   ssh: {st.ssh_target}   profile: playbooks/nodes/lab.yaml")
+
+
+@app.command("status")
+def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Each component's pid and health, node readiness, kubeconfig and SSH target."""
+    st = control.status()
+    if json_out:
+        print_json(st.as_json())
+    else:
+        readiness = "Ready" if st.ready else "not Ready"
+        print_table(
+            f"lab: {'up' if st.up else 'down'}, node {st.node} {readiness}",
+            ["component", "pid", "running", "healthy"],
+            [(c.name, c.pid, c.running, c.healthy) for c in st.components],
+        )
+        console.print(f"KUBECONFIG={st.kubeconfig}   ssh: {st.ssh_target or '-'}")
+    if not st.up:
+        raise typer.Exit(1)
+
+
+@app.command("down")
+def down(
+    purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory."),
+) -> None:
+    """Stop everything the lab started (by pid), remove pod sandboxes, bridge and netns."""
+    control.down(say=lambda line: console.print(line, highlight=False), purge=purge)

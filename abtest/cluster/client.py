@@ -47,13 +47,14 @@ class Cluster:
 
     @property
     def configuration(self) -> client.Configuration:
-        return self.api_client.configuration
+        cfg: client.Configuration = self.api_client.configuration
+        return cfg
 
 
 def connect(kubeconfig: str | None, pool_size: int = 32) -> Cluster:
     cfg = client.Configuration()
     try:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
     except (ConfigException, FileNotFoundError, OSError) as exc:
         raise UserError(
             f"cannot load kubeconfig: {exc}",

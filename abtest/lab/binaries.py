@@ -136,8 +136,10 @@ def _kubernetes_module() -> Path:
             "",
         ]
         go_mod.write_text("\n".join(lines))
-        _go(["get", *[f"k8s.io/kubernetes/cmd/{c}@{KUBERNETES_VERSION}" for c in KUBE_COMMANDS]],
-            workdir)  # fmt: skip
+        _go(
+            ["get", *[f"k8s.io/kubernetes/cmd/{c}@{KUBERNETES_VERSION}" for c in KUBE_COMMANDS]],
+            workdir,
+        )
     return workdir
 
 

@@ -8,19 +8,34 @@ import ssl
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from abtest.lab import layout
 from abtest.lab.layout import Paths
 
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd",
-         "kubelet", "sshd", "node-proxy-host", "node-proxy-netns")  # fmt: skip
+ORDER = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "containerd",
+    "kubelet",
+    "sshd",
+    "node-proxy-host",
+    "node-proxy-netns",
+)
 # What /proc/PID/cmdline must contain for a pid file to still be ours.
 EXPECT = {
-    "etcd": "etcd", "kube-apiserver": "kube-apiserver",
-    "kube-controller-manager": "kube-controller-manager", "kube-scheduler": "kube-scheduler",
-    "containerd": "containerd", "kubelet": "kubelet", "sshd": "sshd",
-    "node-proxy-host": "socat", "node-proxy-netns": "socat",
-}  # fmt: skip
+    "etcd": "etcd",
+    "kube-apiserver": "kube-apiserver",
+    "kube-controller-manager": "kube-controller-manager",
+    "kube-scheduler": "kube-scheduler",
+    "containerd": "containerd",
+    "kubelet": "kubelet",
+    "sshd": "sshd",
+    "node-proxy-host": "socat",
+    "node-proxy-netns": "socat",
+}
 
 
 @dataclass(frozen=True)
@@ -32,83 +47,131 @@ class Spec:
 
 def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
     b, pki = paths.bin, paths.pki
-    api = f"https://127.0.0.1:{ports['apiserver']}"
     if name == "etcd":
         client = f"http://127.0.0.1:{ports['etcd']}"
         peer = f"http://127.0.0.1:{ports['etcd_peer']}"
-        return Spec(name, (str(b / "etcd"), "--name=lab", f"--data-dir={paths.root / 'etcd'}",
-            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=lab={peer}", "--log-level=warn"))  # fmt: skip
+        return Spec(
+            name,
+            (
+                str(b / "etcd"),
+                "--name=lab",
+                f"--data-dir={paths.root / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=lab={peer}",
+                "--log-level=warn",
+            ),
+        )
     if name == "kube-apiserver":
-        return Spec(name, (str(b / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={ports['apiserver']}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
-            # The node's Hostname resolves into the lab netns (see layout.NETNS).
-            "--kubelet-preferred-address-types=Hostname,InternalIP",
-            f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            # A loopback advertise address is not a valid endpoint for the kubernetes service.
-            "--endpoint-reconciler-type=none",
-            "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
-            "--profiling=false", "--v=1"))  # fmt: skip
+        return Spec(
+            name,
+            (
+                str(b / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports['apiserver']}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                # The node's Hostname resolves into the lab netns (see layout.NETNS).
+                "--kubelet-preferred-address-types=Hostname,InternalIP",
+                f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                # A loopback advertise address is not a valid endpoint for the kubernetes service.
+                "--endpoint-reconciler-type=none",
+                "--max-requests-inflight=1000",
+                "--max-mutating-requests-inflight=500",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
     if name == "kube-controller-manager":
-        return Spec(name, (str(b / "kube-controller-manager"),
-            f"--kubeconfig={paths.root / 'controller-manager.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={ports['controller_manager']}",
-            "--leader-elect=false", "--controllers=namespace,serviceaccount,garbagecollector",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}", "--use-service-account-credentials=false",
-            "--profiling=false", "--v=1"))  # fmt: skip
+        return Spec(
+            name,
+            (
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={paths.root / 'controller-manager.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['controller_manager']}",
+                "--leader-elect=false",
+                "--controllers=namespace,serviceaccount,garbagecollector",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
     if name == "kube-scheduler":
-        return Spec(name, (str(b / "kube-scheduler"),
-            f"--kubeconfig={paths.root / 'scheduler.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={ports['scheduler']}",
-            "--leader-elect=false", "--profiling=false", "--v=1"))  # fmt: skip
+        return Spec(
+            name,
+            (
+                str(b / "kube-scheduler"),
+                f"--kubeconfig={paths.root / 'scheduler.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['scheduler']}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
     if name == "containerd":
         return Spec(name, ("containerd", f"--config={paths.root / 'containerd' / 'config.toml'}"))
     if name == "sshd":
         return Spec(name, ("/usr/sbin/sshd", "-D", "-e", "-f", str(paths.ssh / "sshd_config")))
     bridge_sock = paths.run / "kubelet-bridge.sock"
     if name == "node-proxy-host":
-        return Spec(name, ("socat", f"UNIX-LISTEN:{bridge_sock},fork,unlink-early,mode=600",
-                           f"TCP:127.0.0.1:{ports['kubelet']}"))  # fmt: skip
+        return Spec(
+            name,
+            (
+                "socat",
+                f"UNIX-LISTEN:{bridge_sock},fork,unlink-early,mode=600",
+                f"TCP:127.0.0.1:{ports['kubelet']}",
+            ),
+        )
     if name == "node-proxy-netns":
-        return Spec(name, ("socat",
-            f"TCP-LISTEN:{ports['kubelet']},bind={layout.NODE_PROXY_IP},fork,reuseaddr",
-            f"UNIX-CONNECT:{bridge_sock}"), netns=layout.NETNS)  # fmt: skip
+        return Spec(
+            name,
+            (
+                "socat",
+                f"TCP-LISTEN:{ports['kubelet']},bind={layout.NODE_PROXY_IP},fork,reuseaddr",
+                f"UNIX-CONNECT:{bridge_sock}",
+            ),
+            netns=layout.NETNS,
+        )
     raise KeyError(name)
 
 
 def kubelet_config_text(paths: Paths, ports: dict[str, int]) -> str:
     pki = paths.pki
-    return f"""# Lab kubelet configuration, written by `abtest lab up`. abtest experiments edit it in
-# place (and always put it back); `abtest lab up` rewrites it only on a fresh state directory.
+    return f"""# Lab kubelet configuration, written by `abtest lab up`. abtest experiments edit it
+# in place (and always put it back); `lab up` rewrites it only in a fresh state directory.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
-port: {ports['kubelet']}
+port: {ports["kubelet"]}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: {ports['kubelet_healthz']}
-tlsCertFile: {pki / 'kubelet-serving.crt'}
-tlsPrivateKeyFile: {pki / 'kubelet-serving.key'}
+healthzPort: {ports["kubelet_healthz"]}
+tlsCertFile: {pki / "kubelet-serving.crt"}
+tlsPrivateKeyFile: {pki / "kubelet-serving.key"}
 authentication:
   anonymous:
     enabled: false
   webhook:
     enabled: true
   x509:
-    clientCAFile: {pki / 'ca.crt'}
+    clientCAFile: {pki / "ca.crt"}
 authorization:
   mode: Webhook
 containerRuntimeEndpoint: unix://{paths.containerd_socket}
@@ -188,9 +251,14 @@ def write_kubelet_files(paths: Paths, ports: dict[str, int], fresh: bool) -> Pat
         paths.kubelet_config.write_text(kubelet_config_text(paths, ports))
     (paths.kubelet_dir / "flags").write_text("\n".join(kubelet_flags(paths)) + "\n")
     script = paths.bin / "kubelet-service"
-    script.write_text(KUBELET_SERVICE.format(
-        pidfile=paths.pids / "kubelet.pid", log=paths.logs / "kubelet.log",
-        flags=paths.kubelet_dir / "flags", binary=paths.bin / "kubelet"))  # fmt: skip
+    script.write_text(
+        KUBELET_SERVICE.format(
+            pidfile=paths.pids / "kubelet.pid",
+            log=paths.logs / "kubelet.log",
+            flags=paths.kubelet_dir / "flags",
+            binary=paths.bin / "kubelet",
+        )
+    )
     script.chmod(0o755)
     return script
 
@@ -210,19 +278,19 @@ def _tls(paths: Paths, verify: bool = True) -> ssl.SSLContext:
 
 
 def http_ok(url: str, ctx: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
-    with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
         return bool(resp.status == 200)
 
 
-def api_get(paths: Paths, ports: dict[str, int], path: str) -> dict[str, object]:
+def api_get(paths: Paths, ports: dict[str, int], path: str) -> dict[str, Any]:
     url = f"https://127.0.0.1:{ports['apiserver']}{path}"
-    with urllib.request.urlopen(url, timeout=5, context=_tls(paths)) as resp:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=5, context=_tls(paths)) as resp:
         return dict(json.loads(resp.read()))
 
 
 def node_ready(paths: Paths, ports: dict[str, int]) -> bool:
-    node = api_get(paths, ports, f"/api/v1/nodes/{layout.NODE_NAME}")
-    conditions = node.get("status", {}).get("conditions", [])  # type: ignore[union-attr]
+    node: dict[str, Any] = api_get(paths, ports, f"/api/v1/nodes/{layout.NODE_NAME}")
+    conditions = node.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
@@ -233,11 +301,14 @@ def healthy(name: str, paths: Paths, ports: dict[str, int]) -> bool:
         if name == "kube-apiserver":
             return http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", _tls(paths))
         if name == "kube-controller-manager":
-            return http_ok(f"https://127.0.0.1:{ports['controller_manager']}/healthz",
-                           _tls(paths, verify=False))  # fmt: skip
+            return http_ok(
+                f"https://127.0.0.1:{ports['controller_manager']}/healthz",
+                _tls(paths, verify=False),
+            )
         if name == "kube-scheduler":
-            return http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz",
-                           _tls(paths, verify=False))  # fmt: skip
+            return http_ok(
+                f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False)
+            )
         if name == "containerd":
             return _connects_unix(paths.containerd_socket)
         if name == "kubelet":

@@ -16,8 +16,16 @@ from abtest.lab.layout import LabState, Paths
 from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
 
 Say = Callable[[str], None]
-PREFERRED_PORTS = {"etcd": 2379, "etcd_peer": 2380, "apiserver": 6443, "controller_manager": 10257,
-                   "scheduler": 10259, "kubelet": 10250, "kubelet_healthz": 10248, "sshd": 2222}  # fmt: skip
+PREFERRED_PORTS = {
+    "etcd": 2379,
+    "etcd_peer": 2380,
+    "apiserver": 6443,
+    "controller_manager": 10257,
+    "scheduler": 10259,
+    "kubelet": 10250,
+    "kubelet_healthz": 10248,
+    "sshd": 2222,
+}
 START_TIMEOUT = {"kube-apiserver": 120.0, "kubelet": 120.0}
 
 
@@ -134,7 +142,10 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
 
 
 def _install_binary(src: Path, dst: Path) -> None:
-    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (src.stat().st_size, src.stat().st_mtime):
+    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
+        src.stat().st_size,
+        src.stat().st_mtime,
+    ):
         return
     tmp = dst.with_suffix(".tmp")
     shutil.copy2(src, tmp)
@@ -144,23 +155,51 @@ def _install_binary(src: Path, dst: Path) -> None:
 def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
     ca = pki.ensure_ca(paths.pki)
     d = paths.pki
-    pki.issue(ca, d, "apiserver", "kube-apiserver", server=True,
-              dns=("kubernetes", "kubernetes.default", "localhost"),
-              ips=("127.0.0.1", "10.253.0.1"))  # fmt: skip
-    pki.issue(ca, d, "apiserver-kubelet-client", "kube-apiserver-kubelet-client",
-              org="system:masters", client=True)  # fmt: skip
+    pki.issue(
+        ca,
+        d,
+        "apiserver",
+        "kube-apiserver",
+        server=True,
+        dns=("kubernetes", "kubernetes.default", "localhost"),
+        ips=("127.0.0.1", "10.253.0.1"),
+    )
+    pki.issue(
+        ca,
+        d,
+        "apiserver-kubelet-client",
+        "kube-apiserver-kubelet-client",
+        org="system:masters",
+        client=True,
+    )
     pki.issue(ca, d, "admin", "abtest-admin", org="system:masters", client=True)
     pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
     pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
     pki.issue(ca, d, "kubelet", f"system:node:{layout.NODE_NAME}", org="system:nodes", client=True)
-    pki.issue(ca, d, "kubelet-serving", f"system:node:{layout.NODE_NAME}", server=True,
-              dns=(layout.NODE_NAME, "localhost"), ips=("127.0.0.1", layout.NODE_PROXY_IP))  # fmt: skip
+    pki.issue(
+        ca,
+        d,
+        "kubelet-serving",
+        f"system:node:{layout.NODE_NAME}",
+        server=True,
+        dns=(layout.NODE_NAME, "localhost"),
+        ips=("127.0.0.1", layout.NODE_PROXY_IP),
+    )
     pki.ensure_service_account_key(d)
     server = f"https://127.0.0.1:{ports['apiserver']}"
-    for user, cert in (("admin", "admin"), ("scheduler", "scheduler"),
-                       ("controller-manager", "controller-manager"), ("kubelet", "kubelet")):  # fmt: skip
-        pki.write_kubeconfig(paths.root / f"{user}.kubeconfig", server, ca,
-                             pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"), user)  # fmt: skip
+    for user, cert in (
+        ("admin", "admin"),
+        ("scheduler", "scheduler"),
+        ("controller-manager", "controller-manager"),
+        ("kubelet", "kubelet"),
+    ):
+        pki.write_kubeconfig(
+            paths.root / f"{user}.kubeconfig",
+            server,
+            ca,
+            pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"),
+            user,
+        )
     host.write_cni_config(paths)
     host.write_containerd_config(paths)
     host.setup_node_proxy_netns()
@@ -226,7 +265,13 @@ def _remove_sandboxes(paths: Paths, say: Say) -> None:
     crictl = paths.bin / "crictl"
     if not (crictl.exists() and alive(read_pid(paths.pids, "containerd"), "containerd")):
         return
-    base = [str(crictl), "--runtime-endpoint", f"unix://{paths.containerd_socket}", "--timeout", "30s"]
+    base = [
+        str(crictl),
+        "--runtime-endpoint",
+        f"unix://{paths.containerd_socket}",
+        "--timeout",
+        "30s",
+    ]
     ids = subprocess.run([*base, "pods", "-q"], capture_output=True, text=True).stdout.split()
     for pod_id in ids:
         subprocess.run([*base, "stopp", pod_id], capture_output=True)

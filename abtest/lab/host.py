@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -96,8 +97,21 @@ def setup_node_proxy_netns() -> None:
         run(["ip", "netns", "add", layout.NETNS])
     links = run(["ip", "-o", "link", "show"], check=False)
     if f" {layout.VETH_HOST}@" not in links and f" {layout.VETH_HOST}:" not in links:
-        run(["ip", "link", "add", layout.VETH_HOST, "type", "veth", "peer", "name",
-             layout.VETH_NODE, "netns", layout.NETNS])  # fmt: skip
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                layout.VETH_HOST,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                layout.VETH_NODE,
+                "netns",
+                layout.NETNS,
+            ]
+        )
         run(["ip", "addr", "add", f"{layout.VETH_HOST_IP}/30", "dev", layout.VETH_HOST])
         run(["ip", "link", "set", layout.VETH_HOST, "up"])
         ns = ["ip", "netns", "exec", layout.NETNS]
@@ -152,14 +166,14 @@ def write_containerd_config(paths: layout.Paths) -> Path:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     path.write_text(
         f"""version = 2
-root = "{paths.root / 'containerd' / 'root'}"
-state = "{paths.run / 'containerd' / 'state'}"
+root = "{paths.root / "containerd" / "root"}"
+state = "{paths.run / "containerd" / "state"}"
 
 [grpc]
   address = "{paths.containerd_socket}"
 
 [ttrpc]
-  address = "{paths.run / 'containerd' / 'containerd.sock.ttrpc'}"
+  address = "{paths.run / "containerd" / "containerd.sock.ttrpc"}"
 
 [{cri}]
   sandbox_image = "{layout.PAUSE_IMAGE}"
@@ -173,7 +187,7 @@ state = "{paths.run / 'containerd' / 'state'}"
         SystemdCgroup = false
   [{cri}.cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "{paths.root / 'cni' / 'net.d'}"
+    conf_dir = "{paths.root / "cni" / "net.d"}"
 """
     )
     return path
@@ -188,14 +202,10 @@ def remove_kubepods_cgroups() -> None:
             continue
         for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
             if path.is_dir():
-                try:
+                with contextlib.suppress(OSError):
                     path.rmdir()
-                except OSError:
-                    pass
-        try:
+        with contextlib.suppress(OSError):
             top.rmdir()
-        except OSError:
-            pass
 
 
 def unmount_under(prefixes: list[Path]) -> None:

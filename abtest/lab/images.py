@@ -43,8 +43,10 @@ def _rootfs_layer(busybox: Path) -> bytes:
             link.type = tarfile.SYMTYPE
             link.linkname = "/bin/busybox"
             tar.addfile(link)
-        for name, text in {"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
-                           "etc/group": "root:x:0:\n"}.items():  # fmt: skip
+        for name, text in {
+            "etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
+            "etc/group": "root:x:0:\n",
+        }.items():
             raw = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(raw)
@@ -75,22 +77,35 @@ def write_oci_archive(out: Path, ref: str, layer: bytes, cmd: list[str]) -> None
         manifest = {
             "schemaVersion": 2,
             "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                       "digest": f"sha256:{config_digest}", "size": len(config_raw)},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
-                        "digest": f"sha256:{layer_digest}", "size": len(layer)}],
-        }  # fmt: skip
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": f"sha256:{config_digest}",
+                "size": len(config_raw),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": f"sha256:{layer_digest}",
+                    "size": len(layer),
+                }
+            ],
+        }
         manifest_raw = json.dumps(manifest).encode()
         manifest_digest = _blob(tar, manifest_raw)
         index = {
             "schemaVersion": 2,
-            "manifests": [{
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": f"sha256:{manifest_digest}", "size": len(manifest_raw),
-                "annotations": {"io.containerd.image.name": ref,
-                                "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[1]},
-            }],
-        }  # fmt: skip
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": f"sha256:{manifest_digest}",
+                    "size": len(manifest_raw),
+                    "annotations": {
+                        "io.containerd.image.name": ref,
+                        "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[1],
+                    },
+                }
+            ],
+        }
         for name, obj in (("index.json", index), ("oci-layout", {"imageLayoutVersion": "1.0.0"})):
             raw = json.dumps(obj).encode()
             info = tarfile.TarInfo(name)

@@ -79,9 +79,21 @@ class Paths:
         return self.root / "state.json"
 
     def all_dirs(self) -> list[Path]:
-        return [self.root, self.run, self.bin, self.pki, self.logs, self.pids, self.ssh,
-                self.kubelet_dir, self.root / "etcd", self.root / "cni" / "net.d",
-                self.root / "containerd", self.root / "images", self.run / "containerd"]  # fmt: skip
+        return [
+            self.root,
+            self.run,
+            self.bin,
+            self.pki,
+            self.logs,
+            self.pids,
+            self.ssh,
+            self.kubelet_dir,
+            self.root / "etcd",
+            self.root / "cni" / "net.d",
+            self.root / "containerd",
+            self.root / "images",
+            self.run / "containerd",
+        ]
 
 
 @dataclass

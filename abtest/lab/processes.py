@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -113,10 +114,8 @@ def stop(name: str, pids_dir: Path, expect: str, timeout: float = 15.0) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):  # not our child: init reaps it
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def wait_until(
@@ -132,7 +131,7 @@ def wait_until(
         try:
             if check():
                 return time.monotonic() - start_t
-        except Exception:  # noqa: S110 - a probe that errors is simply "not yet"
+        except Exception:
             pass
         if still_running is not None and not still_running():
             raise LabError(f"{what} died during start-up{log_tail(log)}")

@@ -22,8 +22,7 @@ def ensure_user(paths: layout.Paths) -> None:
     try:
         pwd.getpwnam(layout.SSH_USER)
     except KeyError:
-        run(["useradd", "--system", "--home-dir", str(home), "--shell", "/bin/sh",
-             layout.SSH_USER])  # fmt: skip
+        run(["useradd", "--system", "--home-dir", str(home), "--shell", "/bin/sh", layout.SSH_USER])
     home.mkdir(mode=0o755, exist_ok=True)
     # "*" (not "!") so sshd without PAM does not treat the account as locked.
     run(["usermod", "-p", "*", layout.SSH_USER])
@@ -38,8 +37,20 @@ def ensure_keys(paths: layout.Paths) -> None:
     for name in ("host_ed25519", "client_ed25519"):
         key = ssh / name
         if not key.exists():
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"abtest-lab-{name}",
-                 "-f", str(key)])  # fmt: skip
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    f"abtest-lab-{name}",
+                    "-f",
+                    str(key),
+                ]
+            )
     auth = ssh / "authorized_keys"
     auth.write_text((ssh / "client_ed25519.pub").read_text())
     auth.chmod(0o644)
@@ -52,9 +63,9 @@ def write_configs(paths: layout.Paths, port: int) -> Path:
         f"""# written by `abtest lab up`
 ListenAddress 127.0.0.1
 Port {port}
-HostKey {ssh / 'host_ed25519'}
-PidFile {paths.run / 'sshd.pid'}
-AuthorizedKeysFile {ssh / 'authorized_keys'}
+HostKey {ssh / "host_ed25519"}
+PidFile {paths.run / "sshd.pid"}
+AuthorizedKeysFile {ssh / "authorized_keys"}
 AllowUsers {layout.SSH_USER}
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -72,13 +83,15 @@ Host {layout.SSH_ALIAS}
   HostName 127.0.0.1
   Port {port}
   User {layout.SSH_USER}
-  IdentityFile {ssh / 'client_ed25519'}
-  UserKnownHostsFile {ssh / 'known_hosts'}
+  IdentityFile {ssh / "client_ed25519"}
+  UserKnownHostsFile {ssh / "known_hosts"}
   StrictHostKeyChecking yes
 """
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-    check = subprocess.run(["/usr/sbin/sshd", "-t", "-f", str(conf)], capture_output=True, text=True)
+    check = subprocess.run(
+        ["/usr/sbin/sshd", "-t", "-f", str(conf)], capture_output=True, text=True
+    )
     if check.returncode != 0:
         raise LabError(f"sshd refused its config {conf}: {check.stderr.strip()}")
     return conf

@@ -1,0 +1,3 @@
+from abtest.cli.main import main
+
+main()
