@@ -104,10 +104,10 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['controller_manager']}",
                 "--leader-elect=false",
-                "--controllers=namespace,serviceaccount,garbagecollector",
+                "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
-                "--use-service-account-credentials=false",
+                "--use-service-account-credentials=true",
                 "--profiling=false",
                 "--v=1",
             ),
@@ -319,7 +319,12 @@ def healthy(name: str, paths: Paths, ports: dict[str, int]) -> bool:
         if name == "node-proxy-host":
             return _connects_unix(paths.run / "kubelet-bridge.sock")
         if name == "node-proxy-netns":
-            with socket.create_connection((layout.NODE_PROXY_IP, ports["kubelet"]), timeout=2):
+            # A full TLS handshake, so the kubelet does not log an aborted one every probe.
+            ctx = _tls(paths, verify=False)
+            with (
+                socket.create_connection((layout.NODE_PROXY_IP, ports["kubelet"]), timeout=2) as s,
+                ctx.wrap_socket(s, server_hostname=layout.NODE_NAME),
+            ):
                 return True
     except (OSError, ValueError, KeyError):
         return False

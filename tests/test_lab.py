@@ -1,0 +1,114 @@
+"""The lab is the real thing: upstream control plane, kubelet, containerd, real pods."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from abtest.errors import LabError
+from abtest.lab import layout
+from abtest.lab.control import status
+from abtest.lab.processes import free_port, start, wait_until
+
+pytestmark = pytest.mark.lab
+
+
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(str(layout.Paths().kubeconfig)))
+
+
+def test_status_reports_every_component_healthy_and_node_ready(lab_up: None) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "abtest", "lab", "status", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    st = json.loads(proc.stdout)
+    assert st["ready"] is True and st["node"] == layout.NODE_NAME
+    assert Path(st["kubeconfig"]).is_file()
+    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kubelet", "containerd", "sshd"):
+        assert st["components"][name]["healthy"] is True, name
+        assert isinstance(st["components"][name]["pid"], int)
+    node = _core().read_node(layout.NODE_NAME)
+    assert node.status.node_info.kubelet_version == "v1.34.4"
+    assert node.status.node_info.container_runtime_version.startswith("containerd://")
+
+
+def test_lab_up_on_a_running_lab_changes_nothing(lab_up: None) -> None:
+    before = {c.name: c.pid for c in status().components}
+    proc = subprocess.run(
+        [sys.executable, "-m", "abtest", "lab", "up"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "already up" in proc.stdout
+    assert {c.name: c.pid for c in status().components} == before
+
+
+def test_a_busybox_pod_from_the_lab_image_becomes_ready(lab_up: None) -> None:
+    core = _core()
+    ns = f"abtest-labtest-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    try:
+        # The default service account appears asynchronously (controller-manager).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if core.list_namespaced_service_account(ns).items:
+                break
+            time.sleep(0.5)
+        pod = client.V1Pod(
+            metadata=client.V1ObjectMeta(name="probe"),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="c",
+                        image=layout.BUSYBOX_IMAGE,
+                        command=["sleep", "3600"],
+                        image_pull_policy="IfNotPresent",
+                    )
+                ],
+                automount_service_account_token=False,
+                termination_grace_period_seconds=1,
+            ),
+        )
+        core.create_namespaced_pod(ns, pod)
+        deadline = time.monotonic() + 90
+        ready = False
+        while time.monotonic() < deadline and not ready:
+            p = core.read_namespaced_pod("probe", ns)
+            ready = any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            time.sleep(0.3)
+        assert ready, f"pod not Ready: {p.status}"
+        assert p.spec.node_name == layout.NODE_NAME
+        assert p.status.container_statuses[0].restart_count == 0
+    finally:
+        core.delete_namespace(ns)
+
+
+def test_free_port_avoids_a_taken_port() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        assert free_port(taken) != taken
+    assert free_port(None, taken={taken}) != taken
+
+
+def test_a_component_that_dies_during_start_shows_its_log_tail(tmp_path: Path) -> None:
+    log = tmp_path / "boom.log"
+    pid = start("boom", ["sh", "-c", "echo fatal: cannot bind; exit 3"], log, tmp_path)
+    assert (tmp_path / "boom.pid").read_text().strip() == str(pid)
+    from abtest.lab.processes import alive
+
+    with pytest.raises(LabError) as err:
+        wait_until("boom", lambda: False, 30, still_running=lambda: alive(pid), log=log)
+    assert "died during start-up" in str(err.value) and "fatal: cannot bind" in str(err.value)
