@@ -67,6 +67,11 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
+    @staticmethod
+    def exists(path: Path | str | None = None) -> bool:
+        """Is there a results database yet (without creating one)?"""
+        return (Path(path) if path else default_path()).exists()
+
     def close(self) -> None:
         self.conn.close()
 

@@ -1,0 +1,171 @@
+"""A sweep's plan: playbook + flags -> factors, arms, block schedule and an estimate.
+
+Pure apart from loading the YAML files it is pointed at; ``abtest plan`` prints it and
+touches nothing, ``abtest gates`` runs it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abtest.catalog import load_catalog, select_factors
+from abtest.domain import Arm, Catalog, Factor
+from abtest.errors import UserError
+from abtest.experiment.design import build_arms, dedupe, gates_all
+from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds, restarts
+from abtest.playbook import NodeProfile, Playbook, load_playbook, load_profile
+
+# Used when the results database has nothing measured on this node yet (stated in the plan).
+DEFAULT_RESTART_S = 20.0
+DEFAULT_CLEANUP_S = 8.0
+DEFAULT_SECONDS_PER_POD = 0.25
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the user asked for; None means "as the playbook says"."""
+
+    playbook: str = "lab-sweep"
+    profiles: tuple[str, ...] = ()
+    catalog: str | None = None
+    factors: tuple[str, ...] = ()
+    design: str | None = None  # gates-all | attribution | factorial | baseline | singles ...
+    attribution: bool = False
+    rounds: int | None = None
+    sizes: tuple[int, ...] | None = None
+    seed: int | None = None
+    qps: float | None = None
+    concurrency: int | None = None
+    namespace: str | None = None
+    warmup: bool | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    restart_s: float
+    cleanup_s: float
+    batch_s_by_size: dict[int, float]
+    source: str  # "measured on <node>" or "defaults"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    playbook: Playbook
+    catalog: Catalog
+    factors: tuple[Factor, ...]
+    design: str
+    arms: tuple[Arm, ...]
+    schedule: Schedule
+    profiles: tuple[NodeProfile, ...]
+    estimate: Estimate | None = field(default=None)
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "playbook": self.playbook.name,
+            "playbook_source": self.playbook.source,
+            "catalog": self.catalog.name,
+            "design": self.design,
+            "factors": [f.name for f in self.factors],
+            "nodes": [p.node_name for p in self.profiles],
+            "namespace": self.playbook.namespace,
+            "generator": {
+                "qps": self.playbook.generator.qps,
+                "concurrency": self.playbook.generator.concurrency,
+                "timeout_s": self.playbook.generator.timeout_s,
+                "observe_s": self.playbook.generator.observe_s,
+            },
+            "schedule": self.schedule.to_dict(),
+        }
+        if self.estimate:
+            out["estimate"] = {
+                "seconds": round(self.estimate.seconds, 1),
+                "restart_s": self.estimate.restart_s,
+                "cleanup_s": self.estimate.cleanup_s,
+                "batch_s_by_size": self.estimate.batch_s_by_size,
+                "source": self.estimate.source,
+            }
+        return out
+
+
+def arms_for(factors: tuple[Factor, ...], design: str) -> list[Arm]:
+    if design == "gates-all":
+        return gates_all(factors, attribution=False)
+    if design == "attribution":
+        return gates_all(factors, attribution=True)
+    if design == "factorial":
+        return build_arms(factors, "factorial")
+    parts = [d.strip() for d in design.split("+")]
+    return dedupe([arm for d in parts for arm in build_arms(factors, d)])
+
+
+def build_plan(opts: PlanOptions) -> SweepPlan:
+    pb = load_playbook(opts.playbook).with_overrides(
+        rounds=opts.rounds,
+        sizes=tuple(opts.sizes) if opts.sizes else None,
+        seed=opts.seed,
+        namespace=opts.namespace,
+        warmup=opts.warmup,
+        qps=opts.qps,
+        concurrency=opts.concurrency,
+    )
+    catalog = load_catalog(opts.catalog or pb.catalog)
+    factors = select_factors(catalog, list(opts.factors or pb.factors))
+    design = opts.design or pb.design
+    if opts.attribution and design == "gates-all":
+        design = "attribution"
+    arms = arms_for(tuple(factors), design)
+    if not any(a.name == "baseline" for a in arms):
+        raise UserError(
+            f"design {design!r} has no baseline arm", "--design", "add the baseline design"
+        )
+    profile_names = opts.profiles or ((pb.profile,) if pb.profile else ())
+    if not profile_names:
+        raise UserError("no node profile", "--profile", "give --profile or set profile:")
+    profiles = tuple(load_profile(_profile_ref(pb, p)) for p in profile_names)
+    nodes = [p.node_name for p in profiles]
+    if len(set(nodes)) != len(nodes):
+        raise UserError("the same node is named twice", "--profile", "give each node once")
+    schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
+    return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles)
+
+
+def _profile_ref(pb: Playbook, name: str) -> str:
+    """A playbook's `profile: nodes/lab.yaml` is relative to the playbook's folder."""
+    relative = Path(pb.source).parent / name
+    return (
+        str(relative) if relative.is_file() else name.removeprefix("nodes/").removesuffix(".yaml")
+    )
+
+
+def estimate(plan: SweepPlan, history: dict[str, list[float]] | None) -> Estimate:
+    """Wall time from what this node measured before (medians), else stated defaults."""
+    history = history or {}
+    gen = plan.playbook.generator
+    restart = _median(history.get("restart_s")) or DEFAULT_RESTART_S
+    cleanup = _median(history.get("cleanup_s")) or DEFAULT_CLEANUP_S
+    batch: dict[int, float] = {}
+    measured = False
+    for size in plan.schedule.sizes:
+        m = _median(history.get(f"batch_{size}"))
+        measured = measured or m is not None
+        batch[size] = (m if m is not None else DEFAULT_SECONDS_PER_POD * size) + gen.observe_s
+    source = (
+        f"measured on {plan.profiles[0].node_name}"
+        if measured or "restart_s" in history
+        else f"defaults ({DEFAULT_RESTART_S:.0f} s restart, {DEFAULT_SECONDS_PER_POD} s/pod, "
+        f"{DEFAULT_CLEANUP_S:.0f} s cleanup)"
+    )
+    seconds = estimate_seconds(plan.schedule, restart, batch, cleanup)
+    return Estimate(seconds, restart, cleanup, batch, source)
+
+
+def _median(values: list[float] | None) -> float | None:
+    clean = [v for v in values or [] if v is not None]
+    return statistics.median(clean) if clean else None
+
+
+def restart_count(plan: SweepPlan) -> int:
+    return restarts(plan.schedule)
