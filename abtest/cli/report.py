@@ -1,10 +1,67 @@
-"""`abtest report`: placeholder until its capability lands."""
+"""`abtest report RUN_ID`: render a stored run as Markdown, HTML, CSV and JSON.
+
+Reads the results database only; it never measures anything.
+"""
 
 from __future__ import annotations
 
-from abtest.errors import NotBuiltError
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from abtest.cli.render import console
+from abtest.errors import UserError
+from abtest.report import FORMATS, build_model, write_report
+from abtest.report.writer import check_formats
+from abtest.store.db import Store, default_path
 
 
-def report() -> None:
-    """(not built yet)"""
-    raise NotBuiltError("abtest report has not landed yet", "abtest report")
+def report(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id (see `abtest runs`).")],
+    format: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help=f"{' | '.join(FORMATS)}; repeat or comma-separate. Default: all of them.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Folder to write into. Default: reports/RUN_ID/."),
+    ] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db", help="Results database. Default: $ABTEST_DB or the per-user database."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Arm to compare with. Default: the arm 'baseline'."),
+    ] = None,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
+    ] = 0.95,
+) -> None:
+    """Render a stored run: tables with intervals, figures, tidy CSV/JSON."""
+    asked = [format] if isinstance(format, str) else list(format or FORMATS)
+    formats = check_formats([part for item in asked for part in item.split(",") if part.strip()])
+    if not formats:
+        raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
+    path = db if db is not None else default_path()
+    if not path.is_file():
+        raise UserError(
+            "no results database here",
+            str(path),
+            "give --db PATH or set ABTEST_DB; a sweep or `abtest batch` creates it",
+        )
+    with Store(path) as store:
+        model = build_model(store, run_id, baseline=baseline, confidence=confidence)
+    out_dir = out if out is not None else Path("reports") / run_id
+    written = write_report(model, out_dir, formats)
+    console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
+    for file in written:
+        if file.parent == out_dir:
+            console.print(f"  {file}", highlight=False)

@@ -1,0 +1,233 @@
+"""The descriptive tables of a run: acceptance counts, rounds left out, kubelet stage deltas,
+restart-to-healthy medians, the environment. Counting, sums and medians only; no intervals.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from abtest.report.data import INCLUDED, RunData
+
+# The environment block's leading rows: a name, then where to find the value in env_json,
+# flat (the sweep's documented keys) or nested (what the batch engine's probe records).
+ENV_ROWS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("node", (("node",), ("node", "node_name"))),
+    ("kernel", (("kernel",), ("node", "kernel"))),
+    ("os", (("os",), ("node", "os_image"))),
+    ("cgroup", (("cgroup",), ("node", "cgroup"))),
+    ("kubelet_version", (("kubelet_version",), ("node", "kubelet_version"))),
+    ("containerd_version", (("containerd_version",), ("node", "container_runtime"))),
+    ("apiserver_version", (("apiserver_version",), ("api_server", "git_version"))),
+    ("node_cpu", (("node_cpu",), ("node", "capacity", "cpu"))),
+    ("node_memory", (("node_memory",), ("node", "capacity", "memory"))),
+    ("tool_version", (("tool_version",),)),
+    ("git_revision", (("git_revision",), ("git", "commit"))),
+)
+# Bulky or repeated parts of env_json left out of the block (they stay in report.json).
+ENV_SKIP = frozenset({"nodes", "node.labels", "node.allocatable", "node.capacity"})
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """Rounds of one arm at one size, counted; event counts summed over every round."""
+
+    arm: str
+    size: int
+    rounds: int
+    warmup: int
+    accepted: int  # non-warm-up rounds that passed acceptance (the analysed ones)
+    failed: int  # non-warm-up rounds that failed acceptance
+    restarts: int
+    ready_regressions: int
+    sandbox_failures: int
+    cleanup_median_s: float | None
+    reasons: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ExcludedRound:
+    round_id: int
+    block: int | None
+    arm: str
+    size: int
+    why: str  # "warm-up" or the acceptance failure reason
+
+
+@dataclass(frozen=True)
+class StageDelta:
+    """Median over an arm's analysed rounds of one kubelet histogram's mean per observation."""
+
+    metric: str
+    labels: str
+    arm: str
+    n_rounds: int
+    median_s: float
+
+
+@dataclass(frozen=True)
+class RestartRow:
+    """An arm's node visits: kubelet restarts and how long until healthy (medians)."""
+
+    arm: str
+    visits: int
+    applied: int
+    verified: int
+    errors: int
+    healthz_median_s: float | None
+    ready_median_s: float | None
+    verified_median_s: float | None
+
+
+def acceptance(data: RunData) -> tuple[AcceptanceRow, ...]:
+    rounds = data.rounds
+    out: list[AcceptanceRow] = []
+    for arm in data.arms:
+        for size in data.sizes():
+            rows = rounds[(rounds["arm"] == arm.name) & (rounds["size"] == size)]
+            if rows.empty:
+                continue
+            measured = rows[rows["warmup"] == 0]
+            failed = measured[measured["accepted"] == 0]
+            reasons = Counter(_reason(r) for r in failed["reason"])
+            cleanup = rows["cleanup_s"].dropna()
+            out.append(
+                AcceptanceRow(
+                    arm=arm.name,
+                    size=size,
+                    rounds=len(rows),
+                    warmup=int((rows["warmup"] != 0).sum()),
+                    accepted=int((measured["accepted"] == 1).sum()),
+                    failed=len(failed),
+                    restarts=int(rows["restarts"].sum()),
+                    ready_regressions=int(rows["ready_regressions"].sum()),
+                    sandbox_failures=int(rows["sandbox_failures"].sum()),
+                    cleanup_median_s=float(cleanup.median()) if len(cleanup) else None,
+                    reasons=tuple(sorted(reasons.items())),
+                )
+            )
+    return tuple(out)
+
+
+def excluded(data: RunData) -> tuple[ExcludedRound, ...]:
+    rows = data.rounds[~data.rounds[INCLUDED]]
+    return tuple(
+        ExcludedRound(
+            round_id=int(r["id"]),
+            block=None if pd.isna(r["block"]) else int(r["block"]),
+            arm=str(r["arm"]),
+            size=int(r["size"]),
+            why="warm-up" if r["warmup"] else _reason(r["reason"]),
+        )
+        for r in rows.to_dict(orient="records")
+    )
+
+
+def _reason(reason: object) -> str:
+    return reason if isinstance(reason, str) and reason else "not accepted"
+
+
+def stages(data: RunData) -> tuple[StageDelta, ...]:
+    deltas = data.deltas[data.deltas[INCLUDED] & data.deltas["per_obs_s"].notna()]
+    if deltas.empty:
+        return ()
+    order = {a.name: i for i, a in enumerate(data.arms)}
+    grouped = deltas.groupby(["metric", "labels", "arm"], sort=True)["per_obs_s"]
+    rows = [
+        StageDelta(str(metric), str(labels), str(arm), int(values.size), float(values.median()))
+        for (metric, labels, arm), values in grouped
+    ]
+    rows.sort(key=lambda r: (r.metric, r.labels, order.get(r.arm, len(order))))
+    return tuple(rows)
+
+
+def restarts(data: RunData) -> tuple[RestartRow, ...]:
+    visits = data.visits
+    out: list[RestartRow] = []
+    for arm in data.arms:
+        rows = visits[visits["arm"] == arm.name]
+        if rows.empty:
+            continue
+
+        def median(column: str, rows: pd.DataFrame = rows) -> float | None:
+            values = rows[column].dropna()
+            return float(values.median()) if len(values) else None
+
+        verified = rows["verified_json"].map(lambda v: isinstance(v, str) and bool(v.strip()))
+        out.append(
+            RestartRow(
+                arm=arm.name,
+                visits=len(rows),
+                applied=int((rows["applied"] != 0).sum()),
+                verified=int(verified.sum()),
+                errors=int(rows["error"].map(lambda e: isinstance(e, str) and bool(e)).sum()),
+                healthz_median_s=median("restart_to_healthz_s"),
+                ready_median_s=median("restart_to_ready_s"),
+                verified_median_s=median("restart_to_verified_s"),
+            )
+        )
+    return tuple(out)
+
+
+def environment(data: RunData) -> tuple[tuple[str, str], ...]:
+    run = data.run
+    pairs: list[tuple[str, object]] = [
+        ("run", run.get("id")),
+        ("kind", run.get("kind")),
+        ("status", run.get("status")),
+        ("stop reason", run.get("stop_reason")),
+        ("created", run.get("created_at")),
+        ("finished", run.get("finished_at")),
+        ("playbook", run.get("playbook_name")),
+        ("playbook sha256", run.get("playbook_sha256")),
+        ("catalog", run.get("catalog_name")),
+        ("design", run.get("design")),
+        ("seed", run.get("seed")),
+        ("profile", run.get("profile_name")),
+    ]
+    nodes = sorted({str(n) for n in data.rounds["node_name"]}) or [str(run.get("node_name"))]
+    flat = _flatten(data.env)
+    used: set[str] = set()
+    for name, paths in ENV_ROWS:
+        for path in paths:
+            key = ".".join(path)
+            if isinstance(flat.get(key), str | int | float) and flat[key] != "":
+                pairs.append((name, flat[key]))
+                used.add(key)
+                break
+    if "git.dirty" in flat and "git.commit" in used:
+        used.add("git.dirty")
+        if flat["git.dirty"]:
+            pairs.append(("git_revision dirty", "yes"))
+    if len(nodes) > 1 or not any(name == "node" for name, _ in pairs):
+        pairs.append(("nodes", ", ".join(nodes)))
+    pairs.extend(
+        (key, value)
+        for key, value in sorted(flat.items())
+        if key not in used and not any(key == s or key.startswith(s + ".") for s in ENV_SKIP)
+    )
+    return tuple(
+        (key, value if isinstance(value, str) else _json_text(value))
+        for key, value in pairs
+        if value is not None and value != ""
+    )
+
+
+def _flatten(env: dict[str, Any], prefix: str = "") -> dict[str, object]:
+    """Nested objects as dotted keys: {"node": {"kernel": k}} -> {"node.kernel": k}."""
+    flat: dict[str, object] = {}
+    for key, value in env.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

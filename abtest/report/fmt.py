@@ -1,0 +1,101 @@
+"""Number formatting shared by the tables and the plots' captions. No statistics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from abtest.stats.contrast import TOO_SMALL
+
+DASH = "\u2013"  # en dash: no value
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if finite(value) else DASH
+
+
+def signed(value: float | None, digits: int = 3) -> str:
+    return f"{value:+.{digits}f}" if finite(value) else DASH
+
+
+def no_interval(note: str) -> str:
+    """What to print instead of an interval: stats' own reason, shortened."""
+    return "n too small" if TOO_SMALL in note or "n too small" in note else "no interval"
+
+
+def with_ci(
+    value: float | None,
+    ci: tuple[float, float] | None,
+    note: str = "",
+    digits: int = 3,
+    sign: bool = False,
+) -> str:
+    """``2.260 [2.101, 2.419]``, or ``2.260 (n too small)`` when stats gave no interval."""
+    if not finite(value):
+        return DASH
+    show = signed if sign else num
+    if ci is None:
+        return f"{show(value, digits)} ({no_interval(note)})"
+    return f"{show(value, digits)} [{show(ci[0], digits)}, {show(ci[1], digits)}]"
+
+
+def p_value(p: float | None) -> str:
+    if not finite(p):
+        return DASH
+    assert p is not None
+    if p < 0.0001:
+        return "<0.0001"
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}".rstrip("0").rstrip(".")
+
+
+def ms(seconds: float | None) -> str:
+    return f"{seconds * 1000.0:.1f}" if finite(seconds) and seconds is not None else DASH
+
+
+def level(confidence: float) -> str:
+    """0.95 -> ``95%``; 0.975 -> ``97.5%``."""
+    text = f"{confidence * 100:.1f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str  # stable anchor, e.g. "batch-ready"
+    title: str
+    columns: tuple[str, ...]
+    align: tuple[str, ...]  # "l" or "r" per column
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()
+
+
+TEXT_COLUMNS = frozenset({"Note", "Failure reasons", "Why", "Kind"})
+
+
+def make_table(
+    key: str,
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    left: int = 1,
+    notes: Sequence[str] = (),
+) -> Table:
+    """A table whose first ``left`` columns and its text columns (``TEXT_COLUMNS``) are
+    left-aligned, the numbers right-aligned."""
+    return Table(
+        key=key,
+        title=title,
+        columns=tuple(columns),
+        align=tuple("l" if i < left or c in TEXT_COLUMNS else "r" for i, c in enumerate(columns)),
+        rows=tuple(tuple(r) for r in rows),
+        notes=tuple(_sentence(n) for n in notes if n),
+    )
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", ")")) else text + "."

@@ -1,0 +1,214 @@
+"""The report's tables as formatted strings, shared by the Markdown and HTML templates.
+
+``build_tables(model)`` gives every table; the main ones (per-arm times, savings, the combined
+arm) are built here, the detail ones in ``tables_detail``.
+
+Shapes follow the reference article (an arm per row, a batch size per column) with the
+intervals stats computed. Nothing here computes a statistic: it picks fields of the model
+and formats them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abtest.report.fmt import DASH, Table, level, make_table, num, p_value, with_ci
+from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
+from abtest.report.tables_detail import (
+    acceptance_table,
+    attribution_table,
+    excluded_table,
+    factorial_table,
+    restarts_table,
+    stages_table,
+)
+from abtest.stats import Comparison
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    headlines: tuple[str, ...]
+    per_arm: tuple[Table, ...]  # batch ready time, P95: arm x size
+    savings: tuple[Table, ...]  # vs baseline, batch ready time and P95
+    combined: Table | None
+    attribution: tuple[Table, ...]
+    factorial: tuple[Table, ...]
+    acceptance: Table
+    excluded: Table | None
+    stages: Table | None
+    restarts: Table | None
+    environment: Table
+    more: tuple[Table, ...]  # P50 / P99 per arm and vs baseline
+
+
+def build_tables(model: ReportModel) -> ReportTables:
+    ci = level(model.confidence)
+    primary = [m for m in PRIMARY_METRICS if m in model.metrics]
+    others = [m for m in model.metrics if m not in PRIMARY_METRICS]
+    return ReportTables(
+        headlines=_headlines(model),
+        per_arm=tuple(_per_arm(model, m, ci) for m in primary),
+        savings=tuple(t for m in primary if (t := _savings(model, m, ci)) is not None),
+        combined=_combined(model, ci),
+        attribution=tuple(attribution_table(model, a, ci) for a in model.attributions),
+        factorial=tuple(factorial_table(f, ci) for f in model.factorial),
+        acceptance=acceptance_table(model),
+        excluded=excluded_table(model),
+        stages=stages_table(model),
+        restarts=restarts_table(model),
+        environment=make_table(
+            "environment", "Environment", ("Item", "Value"), model.environment, 2
+        ),
+        more=tuple(
+            t
+            for m in others
+            for t in (_per_arm(model, m, ci), _savings(model, m, ci))
+            if t is not None
+        ),
+    )
+
+
+def _headlines(model: ReportModel) -> tuple[str, ...]:
+    """One line per comparison of batch ready time whose interval excludes 0, and the combined
+    arm's at every size; in words, with the interval."""
+    lines = []
+    for c in model.comparisons_for("batch_ready_s"):
+        clear = c.pct_ci is not None and (c.pct_ci[0] > 0 or c.pct_ci[1] < 0)
+        if not (clear or c.arm == model.combined_arm):
+            continue
+        lines.append(
+            f"{c.arm} at {c.size} pods: batch ready {num(c.treatment_mean)} s vs "
+            f"{num(c.baseline_mean)} s for {c.baseline}; {_change_words(c)}; saving "
+            f"{_saving(c)} s; p (Holm) {p_value(c.p_adjusted)}."
+        )
+    return tuple(lines)
+
+
+def _change_words(c: Comparison) -> str:
+    """The percent reduction in words: a negative reduction is that much more time."""
+    if c.pct_reduction >= 0:
+        lo_hi = c.pct_ci
+        words = "less time"
+        value = c.pct_reduction
+    else:
+        lo_hi = None if c.pct_ci is None else (-c.pct_ci[1], -c.pct_ci[0])
+        words = "more time"
+        value = -c.pct_reduction
+    return f"{with_ci(value, lo_hi, c.note, 1)} % {words} [{level(c.confidence)} CI]"
+
+
+def _saving(c: Comparison) -> str:
+    return with_ci(c.savings_s, c.savings_ci, c.note, 3, sign=True)
+
+
+def _pct(c: Comparison) -> str:
+    return with_ci(c.pct_reduction, c.pct_ci, c.note, 1, sign=True)
+
+
+def _per_arm(model: ReportModel, metric: str, ci: str) -> Table:
+    cells = {(m.arm, m.size): m for m in model.arm_metrics if m.metric == metric}
+    counts = [m.n for m in cells.values()]
+    usual = max(set(counts), key=counts.count) if counts else 0
+    rows = []
+    for arm in model.arm_names():
+        if not any((arm, s) in cells for s in model.sizes):
+            continue
+        row = [arm]
+        for size in model.sizes:
+            m = cells.get((arm, size))
+            if m is None:
+                row.append(DASH)
+                continue
+            text = with_ci(m.mean, m.ci, m.note)
+            row.append(text if m.n == usual else f"{text} (n={m.n})")
+        rows.append(row)
+    what = "batch" if metric == "batch_ready_s" else "per-round"
+    return make_table(
+        key=metric.removesuffix("_s").replace("_", "-"),
+        title=f"{METRIC_LABELS[metric]}, seconds: mean of {what} values [{ci} CI]",
+        columns=["Arm", *(f"{s} pods" for s in model.sizes)],
+        rows=rows,
+        notes=[
+            f"n = {usual} analysed rounds per cell unless marked; medians are in the tidy data.",
+        ],
+    )
+
+
+def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
+    comparisons = model.comparisons_for(metric)
+    if not comparisons:
+        return None
+    with_notes = any(c.note for c in comparisons)
+    rows = []
+    for c in comparisons:
+        pairs = f" ({c.n_pairs} pairs)" if c.method == "paired" else f" ({c.method})"
+        row = [
+            str(c.size),
+            c.arm,
+            num(c.baseline_mean),
+            num(c.treatment_mean),
+            _saving(c),
+            _pct(c),
+            p_value(c.p_value),
+            p_value(c.p_adjusted),
+            f"{c.n_baseline}/{c.n_treatment}{pairs}",
+        ]
+        rows.append([*row, c.note] if with_notes else row)
+    columns = [
+        "Pods",
+        "Arm",
+        f"{model.baseline} s",
+        "Arm s",
+        f"Saving s [{ci} CI]",
+        f"Reduction % [{ci} CI]",
+        "p",
+        "p (Holm)",
+        "n base/arm",
+    ]
+    return make_table(
+        key=f"savings-{metric.removesuffix('_s').replace('_', '-')}",
+        title=f"{METRIC_LABELS[metric]}: savings and percent reduction vs {model.baseline}",
+        columns=[*columns, "Note"] if with_notes else columns,
+        rows=rows,
+        left=2,
+        notes=[
+            "Saving = baseline - arm (positive: the arm is faster); reduction = (B - T) / B x 100 "
+            "on geometric means; Holm across the arms of each size.",
+        ],
+    )
+
+
+def _combined(model: ReportModel, ci: str) -> Table | None:
+    if model.combined_arm is None:
+        return None
+    rows = [
+        [
+            METRIC_LABELS[c.metric],
+            str(c.size),
+            num(c.baseline_mean),
+            num(c.treatment_mean),
+            _saving(c),
+            _pct(c),
+            p_value(c.p_adjusted),
+        ]
+        for metric in model.metrics
+        for c in model.comparisons_for(metric, model.combined_arm)
+    ]
+    if not rows:
+        return None
+    return make_table(
+        key="combined",
+        title=f"{model.combined_arm} (all {len(model.factors)} factors on) vs {model.baseline}",
+        columns=[
+            "Metric",
+            "Pods",
+            f"{model.baseline} s",
+            f"{model.combined_arm} s",
+            f"Saving s [{ci} CI]",
+            f"Reduction % [{ci} CI]",
+            "p (Holm)",
+        ],
+        rows=rows,
+        left=2,
+        notes=["Factors on: " + ", ".join(model.factors) + "."],
+    )

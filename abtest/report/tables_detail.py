@@ -1,0 +1,222 @@
+"""The detail tables: attribution, factorial effects, acceptance, rounds left out, kubelet
+stages, restarts. Formatting of the model only."""
+
+from __future__ import annotations
+
+from abtest.report.fmt import DASH, Table, make_table, ms, num, p_value, with_ci
+from abtest.report.model import METRIC_LABELS, ReportModel
+from abtest.stats import Attribution, Comparison, FactorialEffects
+
+
+def _saving(c: Comparison) -> str:
+    return with_ci(c.savings_s, c.savings_ci, c.note, 3, sign=True)
+
+
+def _pct(c: Comparison) -> str:
+    return with_ci(c.pct_reduction, c.pct_ci, c.note, 1, sign=True)
+
+
+def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
+    has_marginal = any(f.marginal is not None for f in a.factors)
+    # The single arm's name is only worth a column when it is not the usual "+Factor".
+    odd_names = any(f.single_arm not in (None, "+" + f.factor) for f in a.factors)
+    rows = []
+    for f in a.factors:
+        row = [f.factor, f.single_arm or DASH] if odd_names else [f.factor]
+        row += [
+            _saving(f.alone) if f.alone else DASH,
+            _pct(f.alone) if f.alone else DASH,
+            p_value(f.alone.p_adjusted) if f.alone else DASH,
+        ]
+        if has_marginal:
+            row += [
+                _saving(f.marginal) if f.marginal else DASH,
+                p_value(f.marginal.p_adjusted) if f.marginal else DASH,
+            ]
+        share = with_ci(f.share_s, f.share_ci) if f.share_ci else num(f.share_s)
+        row += [share, num(f.share_pct, 1)]
+        rows.append(row)
+    columns = ["Factor", "Single arm"] if odd_names else ["Factor"]
+    columns += [
+        f"Alone: saving s [{ci} CI]",
+        f"Alone: reduction % [{ci} CI]",
+        "Alone p (Holm)",
+    ]
+    if has_marginal:
+        columns += [f"Marginal: saving s [{ci} CI]", "Marginal p (Holm)"]
+    share_kind = {
+        "shapley": f"Shapley share s [{ci} CI]",
+        "approximate": "Share s (approx.)",
+        "unavailable": "Share s",
+    }[a.share_method]
+    columns += [share_kind, "Share %"]
+    notes = []
+    if a.combined is not None:
+        notes.append(
+            f"Arm {a.combined_arm} (every factor on) vs {a.baseline}: saving "
+            f"{_saving(a.combined)} s, reduction {_pct(a.combined)} %."
+        )
+    na = a.non_additivity
+    if na is not None:
+        notes.append(
+            f"Non-additivity (combined saving - sum of single savings): "
+            f"{with_ci(na.excess_s, na.excess_ci, na.note, 3, sign=True)} s, "
+            f"p {p_value(na.p_value)} ({na.method}); from means: combined "
+            f"{num(na.combined_saving_s)} s, sum of singles {num(na.sum_of_singles_s)} s. "
+            "> 0: the factors help each other; < 0: they overlap."
+        )
+    if a.share_method == "shapley":
+        notes.append("Shares are exact Shapley values (every subset of the factors measured).")
+    notes.append(a.note[:1].upper() + a.note[1:])
+    return make_table(
+        key=f"attribution-{a.metric.removesuffix('_s').replace('_', '-')}-{a.size}",
+        title=f"Attribution, {METRIC_LABELS[a.metric].lower()}, {a.size} pods",
+        columns=columns,
+        rows=rows,
+        left=2 if odd_names else 1,
+        notes=notes,
+    )
+
+
+def factorial_table(f: FactorialEffects, ci: str) -> Table:
+    rows = [
+        [
+            " x ".join(e.term),
+            "main" if len(e.term) == 1 else "interaction",
+            with_ci(e.pct_reduction, e.pct_ci, "n too small" if f.residual_df < 1 else "", 1),
+            with_ci(e.log_effect, e.log_ci, "n too small" if f.residual_df < 1 else "", 4),
+            p_value(e.p_value),
+        ]
+        for e in (*f.main, *f.interactions)
+    ]
+    return make_table(
+        key=f"factorial-{f.metric.removesuffix('_s').replace('_', '-')}-{f.size}",
+        title=f"Factorial effects, {METRIC_LABELS[f.metric].lower()}, {f.size} pods",
+        columns=["Term", "Kind", f"Reduction % [{ci} CI]", f"Log effect [{ci} CI]", "p"],
+        rows=rows,
+        left=2,
+        notes=[
+            f"{f.n_rounds} rounds, residual df {f.residual_df}, block effects "
+            f"{'in the model' if f.blocked else 'not modelled'}.",
+            f.note,
+        ],
+    )
+
+
+def acceptance_table(model: ReportModel) -> Table:
+    rows = []
+    totals = [0] * 7
+    for r in model.acceptance:
+        counts = [
+            r.rounds,
+            r.warmup,
+            r.accepted,
+            r.failed,
+            r.restarts,
+            r.ready_regressions,
+            r.sandbox_failures,
+        ]
+        totals = [t + c for t, c in zip(totals, counts, strict=True)]
+        reasons = "; ".join(f"{n}x {why}" for why, n in r.reasons) or DASH
+        rows.append([r.arm, str(r.size), *map(str, counts), num(r.cleanup_median_s, 2), reasons])
+    rows.append(["total", "", *map(str, totals), "", ""])
+    return make_table(
+        key="acceptance",
+        title="Acceptance: rounds accepted and failed, restarts, Ready regressions, "
+        "sandbox-creation failures",
+        columns=[
+            "Arm",
+            "Pods",
+            "Rounds",
+            "Warm-up",
+            "Accepted",
+            "Failed",
+            "Restarts",
+            "Ready regressions",
+            "Sandbox failures",
+            "Cleanup median s",
+            "Failure reasons",
+        ],
+        rows=rows,
+        left=2,
+        notes=[
+            "Accepted = non-warm-up rounds that passed acceptance; only those are analysed. "
+            "Restarts, regressions and FailedCreatePodSandBox events are summed over every round."
+        ],
+    )
+
+
+def excluded_table(model: ReportModel) -> Table | None:
+    if not model.excluded:
+        return None
+    return make_table(
+        key="excluded",
+        title="Rounds left out of the analysis",
+        columns=["Round", "Block", "Arm", "Pods", "Why"],
+        rows=[
+            [str(e.round_id), DASH if e.block is None else str(e.block), e.arm, str(e.size), e.why]
+            for e in model.excluded
+        ],
+        left=3,
+    )
+
+
+def stages_table(model: ReportModel) -> Table | None:
+    if not model.stages:
+        return None
+    arms = [a for a in model.arm_names() if any(s.arm == a for s in model.stages)]
+    by_key: dict[tuple[str, str], dict[str, str]] = {}
+    for s in model.stages:
+        by_key.setdefault((s.metric, s.labels), {})[s.arm] = ms(s.median_s)
+    rows = [
+        [_short_metric(metric), labels or DASH, *(cells.get(a, DASH) for a in arms)]
+        for (metric, labels), cells in by_key.items()
+    ]
+    return make_table(
+        key="kubelet-stages",
+        title="Kubelet stage deltas per arm, milliseconds per observation (median over rounds)",
+        columns=["Kubelet histogram", "Labels", *arms],
+        rows=rows,
+        left=2,
+        notes=[
+            "Per analysed round: delta_sum / delta_count of the histogram between the scrapes "
+            "before and after the round; the median over the arm's rounds. Histogram names "
+            "without kubelet_ and _seconds. Descriptive, no intervals."
+        ],
+    )
+
+
+def _short_metric(metric: str) -> str:
+    return metric.removeprefix("kubelet_").removesuffix("_seconds")
+
+
+def restarts_table(model: ReportModel) -> Table | None:
+    if not model.restarts:
+        return None
+    return make_table(
+        key="restarts",
+        title="Kubelet restarts and time to healthy per arm (medians, seconds)",
+        columns=[
+            "Arm",
+            "Visits",
+            "Applied",
+            "Verified",
+            "Errors",
+            "Restart to healthz s",
+            "Restart to node Ready s",
+            "Restart to gates verified s",
+        ],
+        rows=[
+            [
+                r.arm,
+                str(r.visits),
+                str(r.applied),
+                str(r.verified),
+                str(r.errors),
+                num(r.healthz_median_s, 2),
+                num(r.ready_median_s, 2),
+                num(r.verified_median_s, 2),
+            ]
+            for r in model.restarts
+        ],
+    )
