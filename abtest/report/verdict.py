@@ -1,0 +1,91 @@
+"""The regression gate's outputs for machines and people: JUnit XML and a Markdown summary.
+
+JUnit: one testcase per (size, metric); FAIL is a <failure>, INCONCLUSIVE a <skipped> (the
+pipeline acts on the exit code, 3; a skipped case keeps the test report honest without
+calling it a pass). The numbers are in the message so a CI page shows them as they are.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from abtest.stats import Decision
+from abtest.stats.gate import GateResult
+
+METRIC_NAMES = {
+    "batch_ready_s": "batch ready time",
+    "p50_s": "P50 pod start-up",
+    "p95_s": "P95 pod start-up",
+    "p99_s": "P99 pod start-up",
+}
+
+
+def _ci(d: Decision) -> str:
+    if d.slowdown_ci is None:
+        return "no interval (n too small)"
+    lo, hi = d.slowdown_ci
+    return f"[{lo:+.1f} %, {hi:+.1f} %]"
+
+
+def describe(d: Decision) -> str:
+    name = METRIC_NAMES.get(d.metric, d.metric)
+    return (
+        f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_mean:.3f} s vs reference "
+        f"{d.reference_mean:.3f} s, slowdown {d.slowdown_pct:+.1f} % "
+        f"{d.look_confidence * 100:.1f} % CI {_ci(d)}, margin {d.margin_pct:g} % "
+        f"(n {d.n_reference}/{d.n_candidate}, {d.method})"
+    )
+
+
+def junit_xml(result: GateResult) -> str:
+    suite = ET.Element(
+        "testsuite",
+        name="abtest regress",
+        tests=str(len(result.decisions)),
+        failures=str(sum(d.verdict == "FAIL" for d in result.decisions)),
+        errors="0",
+        skipped=str(sum(d.verdict == "INCONCLUSIVE" for d in result.decisions)),
+    )
+    props = ET.SubElement(suite, "properties")
+    for key, value in (
+        ("source", result.source),
+        ("verdict", result.verdict),
+        ("looks", f"{result.looks}/{result.max_looks}"),
+    ):
+        ET.SubElement(props, "property", name=key, value=value)
+    for d in result.decisions:
+        case = ET.SubElement(
+            suite, "testcase", classname="abtest.regress", name=f"{d.metric} @ {d.size} pods"
+        )
+        if d.verdict == "FAIL":
+            ET.SubElement(case, "failure", message=describe(d), type="regression").text = describe(
+                d
+            )
+        elif d.verdict == "INCONCLUSIVE":
+            ET.SubElement(case, "skipped", message=describe(d))
+        ET.SubElement(case, "system-out").text = describe(d)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def markdown_summary(result: GateResult) -> str:
+    icon = {"PASS": "✅", "FAIL": "❌", "INCONCLUSIVE": "⚠️"}
+    lines = [
+        f"## abtest regress: {icon[result.verdict]} {result.verdict}",
+        "",
+        f"Source: {result.source}. Looks: {result.looks} of at most {result.max_looks} "
+        f"({result.blocks} blocks). Slowdown = (candidate - reference) / reference; "
+        "intervals are Bonferroni-adjusted across looks.",
+        "",
+        "| size | metric | reference (s) | candidate (s) | slowdown | CI | margin | verdict |",
+        "|---:|---|---:|---:|---:|---|---:|---|",
+    ]
+    for d in result.decisions:
+        lines.append(
+            f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_mean:.3f} | "
+            f"{d.candidate_mean:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
+            f"{d.margin_pct:g} % | {icon[d.verdict]} {d.verdict} |"
+        )
+    return "\n".join(lines) + "\n"
