@@ -1,10 +1,165 @@
-"""`abtest batch`: placeholder until its capability lands."""
+"""`abtest batch`: one round of the reference method on the node as it is, stored and shown."""
 
 from __future__ import annotations
 
-from abtest.errors import NotBuiltError
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from abtest.batch.model import RoundResult
+from abtest.batch.record import record_round
+from abtest.batch.round import run_round
+from abtest.batch.run_record import finish_run, new_run, probe_environment
+from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.cluster.client import connect
+from abtest.cluster.namespaces import ensure_namespace
+from abtest.playbook import Generator, Workload, load_playbook, load_profile
+from abtest.store.db import Store
 
 
-def batch() -> None:
-    """(not built yet)"""
-    raise NotBuiltError("abtest batch has not landed yet", "abtest batch")
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def as_json(run_id: str, round_id: int, r: RoundResult) -> dict[str, Any]:
+    s = r.summary
+    return {
+        "run_id": run_id,
+        "round_id": round_id,
+        "node": r.node_name,
+        "namespace": r.namespace,
+        "pods": r.size,
+        "pods_ready": s.pods_ready,
+        "accepted": r.accepted,
+        "reason": r.reason,
+        "timed_out": r.timed_out,
+        "batch_ready_s": s.batch_ready_s,
+        "p50_s": s.p50_s,
+        "p95_s": s.p95_s,
+        "p99_s": s.p99_s,
+        "mean_s": s.mean_s,
+        "submit_rate": s.submit_rate,
+        "sandbox_failures": r.sandbox_failures,
+        "restarts": s.restarts,
+        "ready_regressions": s.ready_regressions,
+        "create_failures": s.create_failures,
+        "create_retries": s.create_retries,
+        "watch_restarts": r.watch_restarts,
+        "watch_relisted": r.watch_relisted,
+        "client_cpu_s": r.client_cpu_s,
+        "cleanup_s": r.cleanup_s,
+        "cleanup_api_s": r.cleanup_api_s,
+        "cleanup_ok": r.cleanup_ok,
+        "phases_median_s": s.phases,
+        # Ready pods only, in pod-name order (a never-Ready pod has no latency)
+        "pod_latencies_s": list(s.latencies_s),
+        "notes": r.notes,
+    }
+
+
+def batch(
+    profile: Annotated[
+        str, typer.Option("--profile", help="Node profile: a shipped name (lab) or a YAML path.")
+    ],
+    pods: Annotated[int, typer.Option("--pods", min=1, help="Pods in the batch.")],
+    qps: Annotated[
+        float | None, typer.Option("--qps", min=0.001, help="Target creates/s (default 1000).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="Max creates in flight (150).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=1.0, help="Round timeout, s (300).")
+    ] = None,
+    observe: Annotated[
+        float | None,
+        typer.Option("--observe", min=0.0, help="Keep watching after the last Ready, s (10)."),
+    ] = None,
+    playbook: Annotated[
+        str | None,
+        typer.Option("--playbook", help="Take workload, generator and namespace from a playbook."),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", help="Namespace abtest creates and owns (default abtest)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    db: Annotated[
+        Path | None, typer.Option("--db", help="Results database (default: ABTEST_DB or XDG).")
+    ] = None,
+) -> None:
+    """Run one pod batch on the node as it is (no config change), store it, show it."""
+    prof = load_profile(profile)
+    book = load_playbook(playbook) if playbook else None
+    workload: Workload = book.workload if book else Workload()
+    gen: Generator = book.generator if book else Generator()
+    given = {"qps": qps, "concurrency": concurrency, "timeout_s": timeout, "observe_s": observe}
+    gen = replace(gen, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
+    ns = namespace or (book.namespace if book else "abtest")
+
+    def say(line: str) -> None:
+        err_console.print(f"[dim]{line}[/]", highlight=False)
+
+    cluster = connect(prof.kubeconfig, pool_size=max(32, gen.concurrency + 8))
+    ensure_namespace(cluster, ns)
+    # Imported here: the node layer is only needed once a round really runs.
+    from abtest.node.session import NodeSession
+
+    with Store(db) as store:
+        env = probe_environment(cluster, prof.node_name)
+        plan = {"size": pods, "namespace": ns, "generator": vars(gen), "workload": vars(workload)}
+        run_id = new_run(store, "batch", profile=prof, playbook=book, env=env, plan=plan)
+        try:
+            with NodeSession(prof) as node:
+                result = run_round(
+                    cluster,
+                    node_name=prof.node_name,
+                    namespace=ns,
+                    size=pods,
+                    run_id=run_id,
+                    workload=workload,
+                    generator=gen,
+                    sandbox_count=node.sandbox_count,
+                    say=say,
+                )
+            round_id = record_round(store, run_id, result)
+        except KeyboardInterrupt:
+            finish_run(store, run_id, "interrupted", "interrupted by the user")
+            raise
+        except BaseException as exc:
+            finish_run(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        finish_run(store, run_id, "finished", None if result.cleanup_ok else result.cleanup_note)
+
+    if json_out:
+        print_json(as_json(run_id, round_id, result))
+        return
+    _print(run_id, result)
+
+
+def _print(run_id: str, r: RoundResult) -> None:
+    s = r.summary
+    verdict = "[green]accepted[/]" if r.accepted else f"[red]not accepted[/]: {r.reason}"
+    print_table(
+        f"run {run_id}: {r.size} pods on {r.node_name}",
+        ["metric", "value"],
+        [
+            ("pods Ready", f"{s.pods_ready}/{r.size}"),
+            ("batch ready s", _fmt(s.batch_ready_s)),
+            ("P50 / P95 / P99 s", f"{_fmt(s.p50_s)} / {_fmt(s.p95_s)} / {_fmt(s.p99_s)}"),
+            ("mean s", _fmt(s.mean_s)),
+            ("submit rate /s", _fmt(s.submit_rate, 1)),
+            ("restarts / Ready regressions", f"{s.restarts} / {s.ready_regressions}"),
+            ("FailedCreatePodSandBox events", r.sandbox_failures),
+            ("create failures / retries", f"{s.create_failures} / {s.create_retries}"),
+            ("watch restarts / re-lists", f"{r.watch_restarts} / {r.watch_relisted}"),
+            ("client CPU ms per create", _fmt((r.client_cpu_s or 0) * 1000 / r.size, 2)),
+            ("cleanup s", _fmt(r.cleanup_s, 1) + ("" if r.cleanup_ok else " (incomplete)")),
+            *((f"phase {k} (median s)", _fmt(v)) for k, v in s.phases.items()),
+        ],
+    )
+    console.print(verdict, highlight=False)
+    for note in r.notes:
+        err_console.print(f"[yellow]note: {note}[/]", highlight=False)

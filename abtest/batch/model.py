@@ -1,0 +1,162 @@
+"""Plain records of one round. Times ending in ``_s`` are seconds since the round's t0 (the
+moment the first create request was sent) on one monotonic clock; ``started_wall`` maps t0 to
+unix time. ``server_*`` are the API server's own timestamps (unix seconds; Kubernetes writes
+them with one-second resolution) kept for cross-checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class PodRecord:
+    name: str
+    sent_s: float | None = None  # first create attempt sent
+    response_s: float | None = None  # final create response received
+    scheduled_s: float | None = None  # first seen PodScheduled=True
+    ready_to_start_s: float | None = None  # first seen PodReadyToStartContainers=True
+    initialized_s: float | None = None  # first seen Initialized=True
+    containers_ready_s: float | None = None  # first seen ContainersReady=True
+    ready_s: float | None = None  # first seen Ready=True
+    http_status: int | None = None  # of the final create attempt (None: no answer)
+    attempts: int = 0
+    restarts: int = 0
+    ready_regressed: int = 0  # Ready=True -> not Ready transitions seen
+    server_created: float | None = None
+    server_scheduled: float | None = None
+    server_ready: float | None = None
+    server_ready_written: float | None = None  # API write of the Ready=True status (not stored)
+    create_error: str | None = None  # why the create failed, if it did
+    waiting_reason: str | None = None  # last container waiting reason seen (ErrImagePull ...)
+
+    @property
+    def latency_s(self) -> float | None:
+        """Per-pod startup latency: create request sent -> first Ready=True seen."""
+        if self.sent_s is None or self.ready_s is None:
+            return None
+        return self.ready_s - self.sent_s
+
+    @property
+    def created(self) -> bool:
+        """2xx, or 409 AlreadyExists on a retry (an earlier attempt did create it)."""
+        if self.http_status is None:
+            return False
+        return 200 <= self.http_status < 300 or (self.http_status == 409 and self.attempts > 1)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    pod: str | None
+    reason: str
+    message: str
+    count: int
+    type: str = "Normal"
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    metric: str
+    labels: str  # canonical 'k="v",k2="v2"', sorted; '' when none
+    delta_sum: float | None  # None for counters
+    delta_count: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str | None:
+        return "; ".join(self.reasons) if self.reasons else None
+
+
+@dataclass(frozen=True)
+class Summary:
+    size: int
+    pods_ready: int
+    latencies_s: tuple[float, ...]  # Ready pods only, in pod-name order
+    p50_s: float | None
+    p95_s: float | None
+    p99_s: float | None
+    mean_s: float | None
+    batch_ready_s: float | None
+    submit_rate: float | None
+    restarts: int
+    ready_regressions: int
+    create_failures: int
+    create_retries: int
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RoundResult:
+    """Everything one round measured; ``abtest.batch.record.record_round`` stores it."""
+
+    node_name: str
+    namespace: str
+    size: int
+    round_tag: str
+    started_wall: float
+    accepted: bool
+    reason: str | None
+    summary: Summary
+    pods: list[PodRecord]
+    events: list[EventRecord]
+    metric_deltas: list[MetricDelta]
+    sandbox_failures: int
+    timed_out: bool
+    watch_restarts: int
+    watch_relisted: int
+    client_cpu_s: float | None  # CPU time of the generator (its thread) while submitting
+    process_cpu_s: float | None  # CPU time of the whole process over the same span
+    cleanup_s: float | None  # delete -> gone from the API and node sandboxes at the baseline
+    cleanup_api_s: float | None  # delete -> gone from the API
+    cleanup_ok: bool
+    cleanup_note: str | None
+    sandbox_baseline: int | None
+    sandbox_after: int | None
+    qps: float
+    concurrency: int
+    timeout_s: float
+    observe_s: float
+    workload: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what could not be measured, and why
+
+    # Convenience views of the summary, named as in the rounds table and the CLI JSON.
+    @property
+    def pods_ready(self) -> int:
+        return self.summary.pods_ready
+
+    @property
+    def batch_ready_s(self) -> float | None:
+        return self.summary.batch_ready_s
+
+    @property
+    def p50_s(self) -> float | None:
+        return self.summary.p50_s
+
+    @property
+    def p95_s(self) -> float | None:
+        return self.summary.p95_s
+
+    @property
+    def p99_s(self) -> float | None:
+        return self.summary.p99_s
+
+    @property
+    def restarts(self) -> int:
+        return self.summary.restarts
+
+    @property
+    def ready_regressions(self) -> int:
+        return self.summary.ready_regressions
+
+    @property
+    def submit_rate(self) -> float | None:
+        return self.summary.submit_rate
+
+    @property
+    def latencies_s(self) -> list[float]:
+        return list(self.summary.latencies_s)

@@ -1,0 +1,120 @@
+"""Write one round (summary, every pod's timestamps, events, metric deltas) into the store.
+
+One transaction per round, committed before returning: a finished round is on disk before the
+next one starts, and a crash never leaves half a round.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from abtest.batch.model import RoundResult
+from abtest.store.db import Store
+
+POD_COLUMNS = (
+    "name", "sent_s", "response_s", "scheduled_s", "ready_to_start_s", "initialized_s",
+    "containers_ready_s", "ready_s", "http_status", "attempts", "restarts", "ready_regressed",
+    "server_created", "server_scheduled", "server_ready",
+)  # fmt: skip
+
+
+def _insert(conn: Any, table: str, row: Mapping[str, Any]) -> int:
+    cols = list(row)
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+    return int(conn.execute(sql, [row[c] for c in cols]).lastrowid or 0)
+
+
+def _insert_many(conn: Any, table: str, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    if rows:
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        conn.executemany(sql, rows)
+
+
+def round_row(
+    run_id: str,
+    result: RoundResult,
+    *,
+    arm: str,
+    ordinal: int,
+    block: int | None,
+    visit_id: int | None,
+    warmup: bool,
+) -> dict[str, Any]:
+    s = result.summary
+    return {
+        "run_id": run_id,
+        "visit_id": visit_id,
+        "node_name": result.node_name,
+        "block": block,
+        "arm": arm,
+        "size": result.size,
+        "ordinal": ordinal,
+        "warmup": int(warmup),
+        "started_wall": result.started_wall,
+        "accepted": int(result.accepted),
+        "reason": result.reason,
+        "pods_ready": s.pods_ready,
+        "batch_ready_s": s.batch_ready_s,
+        "p50_s": s.p50_s,
+        "p95_s": s.p95_s,
+        "p99_s": s.p99_s,
+        "mean_s": s.mean_s,
+        "submit_rate": s.submit_rate,
+        "restarts": s.restarts,
+        "ready_regressions": s.ready_regressions,
+        "sandbox_failures": result.sandbox_failures,
+        "create_failures": s.create_failures,
+        "create_retries": s.create_retries,
+        "watch_restarts": result.watch_restarts,
+        "watch_relisted": result.watch_relisted,
+        "cleanup_s": result.cleanup_s,
+        "client_cpu_s": result.client_cpu_s,
+        "phases_json": json.dumps(s.phases, sort_keys=True),
+    }
+
+
+def record_round(
+    store: Store,
+    run_id: str,
+    result: RoundResult,
+    *,
+    arm: str = "as-is",
+    ordinal: int = 1,
+    block: int | None = None,
+    visit_id: int | None = None,
+    warmup: bool = False,
+) -> int:
+    """Store ``result`` under ``run_id``; returns the new rounds.id."""
+    with store.transaction() as conn:
+        round_id = _insert(
+            conn,
+            "rounds",
+            round_row(
+                run_id, result, arm=arm, ordinal=ordinal, block=block, visit_id=visit_id,
+                warmup=warmup,
+            ),
+        )  # fmt: skip
+        _insert_many(
+            conn,
+            "pods",
+            ("round_id", *POD_COLUMNS),
+            [(round_id, *(getattr(p, c) for c in POD_COLUMNS)) for p in result.pods],
+        )
+        _insert_many(
+            conn,
+            "events",
+            ("round_id", "pod", "reason", "message", "count"),
+            [(round_id, e.pod, e.reason, e.message, e.count) for e in result.events],
+        )
+        _insert_many(
+            conn,
+            "metric_deltas",
+            ("round_id", "metric", "labels", "delta_sum", "delta_count"),
+            [
+                (round_id, m.metric, m.labels, m.delta_sum, m.delta_count)
+                for m in result.metric_deltas
+            ],
+        )
+    return round_id

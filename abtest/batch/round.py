@@ -1,0 +1,336 @@
+"""One round of the reference method (DESIGN.md "Measurement semantics").
+
+watch open (from a list's resourceVersion) -> kubelet metrics before -> submit at the target
+rate with at most N in flight -> wait until every pod was seen Ready or the timeout -> keep
+observing ``observe_s`` more -> events, metrics after, acceptance -> cleanup: delete by label,
+wait until the pods are gone from the API and the node's sandbox count is back at its
+pre-round value (timed). Returns a RoundResult of plain records; storing is record.py's job.
+
+Clock: every time is ``time.monotonic()`` (one clock for the generator and the watch), kept as
+seconds since t0 = the moment the first create request was sent; ``started_wall`` maps t0 to
+unix time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from abtest.batch import metrics
+from abtest.batch.acceptance import judge
+from abtest.batch.generator import SubmitResult, submit
+from abtest.batch.model import EventRecord, MetricDelta, PodRecord, RoundResult
+from abtest.batch.observe import PodSeen, PodTracker
+from abtest.batch.summary import summarize
+from abtest.batch.template import render_batch, round_selector
+from abtest.cluster.client import Cluster, node_proxy_get
+from abtest.cluster.namespaces import check_owned
+from abtest.cluster.pods import PodWatch, count_pods, delete_pods, list_pod_events
+from abtest.errors import AbtestError
+from abtest.playbook import Generator, Workload
+
+SANDBOX_FAILURE = "FailedCreatePodSandBox"
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _created(status: int | None, attempts: int) -> bool:
+    return PodRecord("", http_status=status, attempts=attempts).created
+
+
+def clock_anchor(clock: Callable[[], float] = time.monotonic) -> tuple[float, float]:
+    """(wall, mono) read as close together as this machine allows (best of 5)."""
+    best: tuple[float, float, float] | None = None
+    for _ in range(5):
+        a = clock()
+        wall = time.time()
+        b = clock()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall, (a + b) / 2)
+    assert best is not None
+    return best[1], best[2]
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """Knobs for tests: a short server timeout forces re-established watches; an old
+    resourceVersion forces the 410 Gone re-list path."""
+
+    server_timeout_s: int = 3600
+    start_resource_version: str | None = None
+
+
+def _scrape(cluster: Cluster, node_name: str) -> dict[metrics.Key, tuple[float | None, float]]:
+    return metrics.parse(node_proxy_get(cluster, node_name, "metrics", timeout=30))
+
+
+def _pod_records(
+    names: list[str], sub: SubmitResult, seen: dict[str, PodSeen], t0: float
+) -> list[PodRecord]:
+    def rel(x: float | None) -> float | None:
+        return None if x is None else x - t0
+
+    creates = {c.name: c for c in sub.creates}
+    out = []
+    for name in names:
+        c = creates[name]
+        s = seen.get(name, PodSeen())
+        out.append(
+            PodRecord(
+                name=name,
+                sent_s=rel(c.sent),
+                response_s=rel(c.response),
+                scheduled_s=rel(s.scheduled),
+                ready_to_start_s=rel(s.ready_to_start),
+                initialized_s=rel(s.initialized),
+                containers_ready_s=rel(s.containers_ready),
+                ready_s=rel(s.ready),
+                http_status=c.status,
+                attempts=c.attempts,
+                restarts=s.restarts,
+                ready_regressed=s.ready_regressed,
+                server_created=s.server_created,
+                server_scheduled=s.server_scheduled,
+                server_ready=s.server_ready,
+                server_ready_written=s.server_ready_written,
+                create_error=c.error,
+                waiting_reason=s.waiting_reason,
+            )
+        )
+    return out
+
+
+def _events(raw: list[dict[str, Any]]) -> list[EventRecord]:
+    out = []
+    for e in raw:
+        involved = e.get("involvedObject") or {}
+        count = e.get("count") or (e.get("series") or {}).get("count") or 1
+        out.append(
+            EventRecord(
+                pod=involved.get("name"),
+                reason=str(e.get("reason") or ""),
+                message=str(e.get("message") or ""),
+                count=int(count),
+                type=str(e.get("type") or "Normal"),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    seconds: float  # delete call -> gone from the API and sandboxes back at the baseline
+    api_s: float | None  # delete call -> gone from the API
+    ok: bool
+    note: str | None
+    sandbox_count: int | None  # the last count read (None: not asked)
+
+
+def cleanup(
+    cluster: Cluster,
+    namespace: str,
+    selector: str,
+    *,
+    sandbox_count: Callable[[], int] | None,
+    sandbox_baseline: int | None,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> CleanupResult:
+    """Delete the round's pods; wait until gone from the API and, when the node can be asked,
+    until its sandbox count is back at the baseline."""
+    start = clock()
+    deadline = start + timeout_s
+    delete_pods(cluster, namespace, selector)
+    left = count_pods(cluster, namespace, selector)
+    while left:
+        if clock() > deadline:
+            note = f"{left} pods still in the API after {timeout_s:g} s"
+            return CleanupResult(clock() - start, None, False, note, None)
+        time.sleep(0.2)
+        left = count_pods(cluster, namespace, selector)
+    api_s = clock() - start
+    count: int | None = None
+    if sandbox_count is not None and sandbox_baseline is not None:
+        count = sandbox_count()
+        while count > sandbox_baseline:
+            if clock() > deadline:
+                note = (
+                    f"node has {count} pod sandboxes after {timeout_s:g} s, "
+                    f"{sandbox_baseline} before the round"
+                )
+                return CleanupResult(clock() - start, api_s, False, note, count)
+            time.sleep(0.5)
+            count = sandbox_count()
+    return CleanupResult(clock() - start, api_s, True, None, count)
+
+
+def run_round(
+    cluster: Cluster,
+    *,
+    node_name: str,
+    namespace: str,
+    size: int,
+    run_id: str,
+    workload: Workload | None = None,
+    generator: Generator | None = None,
+    sandbox_count: Callable[[], int] | None = None,
+    cleanup_timeout_s: float = 300.0,
+    scrape_metrics: bool = True,
+    say: Say = _quiet,
+    watch_options: WatchOptions | None = None,
+) -> RoundResult:
+    """Run one round on the node as it is, clean up after it, and return what it measured.
+
+    ``sandbox_count`` (e.g. ``NodeSession.sandbox_count``) is read before the round and polled
+    after the delete until it is back at that value; without it only the API side is waited
+    for. The namespace must exist and be the tool's own (``ensure_namespace``).
+    """
+    if size < 1:
+        raise ValueError("a round needs at least one pod")
+    workload = workload or Workload()
+    gen = generator or Generator()
+    wopts = watch_options or WatchOptions()
+    clock = time.monotonic
+    check_owned(cluster, namespace)
+    round_tag = secrets.token_hex(5)
+    selector = round_selector(round_tag)
+    pods = render_batch(
+        workload,
+        size=size,
+        namespace=namespace,
+        node_name=node_name,
+        run_id=run_id,
+        round_tag=round_tag,
+    )
+    names = [p.name for p in pods]
+    baseline = sandbox_count() if sandbox_count is not None else None
+    notes: list[str] = []
+    before = None
+    if scrape_metrics:
+        try:
+            before = _scrape(cluster, node_name)
+        except (AbtestError, ValueError) as exc:
+            notes.append(f"kubelet metrics before the round: {exc}")
+
+    tracker = PodTracker(names)
+    watch = PodWatch(
+        cluster,
+        namespace,
+        selector,
+        tracker.observe,
+        server_timeout_s=wopts.server_timeout_s,
+        clock=clock,
+        start_resource_version=wopts.start_resource_version,
+    )
+    say(f"round {round_tag}: {size} pods -> {node_name} ({namespace})")
+    cleaned = False
+    try:
+        watch.start()
+        try:
+            wall0, mono0 = clock_anchor(clock)
+            deadline = clock() + gen.timeout_s
+            sub = submit(
+                cluster,
+                namespace,
+                pods,
+                qps=gen.qps,
+                concurrency=gen.concurrency,
+                deadline=deadline,
+                selector=selector,
+                clock=clock,
+            )
+            t0 = sub.first_sent if sub.first_sent is not None else mono0
+            deadline = t0 + gen.timeout_s
+            created = sum(1 for c in sub.creates if _created(c.status, c.attempts))
+            say(f"submitted {created}/{size} creates; waiting for Ready")
+            # Pods whose create failed can never be Ready: wait for the created ones only.
+            reached = tracker.wait_all_ready(deadline, clock, target=created)
+            all_ready = reached and created == size
+            if all_ready:
+                last = tracker.last_ready or clock()
+                while (left := last + gen.observe_s - clock()) > 0:
+                    time.sleep(min(left, 0.5))
+            timed_out = not reached
+        finally:
+            tracker.freeze()
+            watch.stop()
+        seen = tracker.snapshot()
+        say("collecting events and metrics")
+        events = _events(list_pod_events(cluster, namespace, set(names)))
+        deltas: list[MetricDelta] = []
+        if before is not None:
+            try:
+                deltas = metrics.deltas(before, _scrape(cluster, node_name))
+            except (AbtestError, ValueError) as exc:
+                notes.append(f"kubelet metrics after the round: {exc}")
+        records = _pod_records(names, sub, seen, t0)
+        summary = summarize(records, size)
+        verdict = judge(records, size, timed_out=timed_out, timeout_s=gen.timeout_s)
+        say("cleaning up")
+        cleaned_up = cleanup(
+            cluster,
+            namespace,
+            selector,
+            sandbox_count=sandbox_count,
+            sandbox_baseline=baseline,
+            timeout_s=cleanup_timeout_s,
+            clock=clock,
+        )
+        cleaned = True
+    finally:
+        if not cleaned:
+            # an error ended the round early: still take its pods away, then let it propagate
+            with contextlib.suppress(AbtestError):
+                cleanup(
+                    cluster,
+                    namespace,
+                    selector,
+                    sandbox_count=None,
+                    sandbox_baseline=None,
+                    timeout_s=cleanup_timeout_s,
+                )
+    if cleaned_up.note:
+        notes.append(cleaned_up.note)
+    if watch.restarts or watch.relists:
+        notes.append(
+            f"pod watch re-opened {watch.restarts}x, re-listed {watch.relists}x "
+            f"(last: {watch.last_error})"
+        )
+    return RoundResult(
+        node_name=node_name,
+        namespace=namespace,
+        size=size,
+        round_tag=round_tag,
+        started_wall=wall0 + (t0 - mono0),
+        accepted=verdict.accepted,
+        reason=verdict.reason,
+        summary=summary,
+        pods=records,
+        events=events,
+        metric_deltas=deltas,
+        sandbox_failures=sum(e.count for e in events if e.reason == SANDBOX_FAILURE),
+        timed_out=timed_out,
+        watch_restarts=watch.restarts,
+        watch_relisted=watch.relists,
+        client_cpu_s=sub.thread_cpu_s,
+        process_cpu_s=sub.process_cpu_s,
+        cleanup_s=cleaned_up.seconds,
+        cleanup_api_s=cleaned_up.api_s,
+        cleanup_ok=cleaned_up.ok,
+        cleanup_note=cleaned_up.note,
+        sandbox_baseline=baseline,
+        sandbox_after=cleaned_up.sandbox_count,
+        qps=gen.qps,
+        concurrency=gen.concurrency,
+        timeout_s=gen.timeout_s,
+        observe_s=gen.observe_s,
+        workload=asdict(workload),
+        notes=notes,
+    )

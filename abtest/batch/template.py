@@ -1,0 +1,143 @@
+"""The pod of a batch, rendered from a jinja2 template (StrictUndefined) into plain dicts.
+
+The shipped template (``templates/pod.yaml.j2``) is the reference workload of DESIGN.md; a
+playbook may name its own template (``workload.template``) that receives the same variables.
+Rendering happens before a round starts, so its cost is never inside the timing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from abtest.errors import ConfigError
+from abtest.playbook import Workload
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+DEFAULT_TEMPLATE = TEMPLATES / "pod.yaml.j2"
+
+MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "abtest"
+RUN_LABEL = "abtest/run"
+ROUND_LABEL = "abtest/round"
+
+
+@dataclass(frozen=True)
+class RenderedPod:
+    name: str
+    body: dict[str, Any]
+
+    def json_bytes(self) -> bytes:
+        return json.dumps(self.body, separators=(",", ":")).encode()
+
+
+def pod_labels(run_id: str, round_tag: str) -> dict[str, str]:
+    return {MANAGED_BY_KEY: MANAGED_BY, RUN_LABEL: run_id, ROUND_LABEL: round_tag}
+
+
+def round_selector(round_tag: str) -> str:
+    """The label selector naming exactly the pods of one round, and only ones the tool made."""
+    return f"{MANAGED_BY_KEY}={MANAGED_BY},{ROUND_LABEL}={round_tag}"
+
+
+def _environment(path: Path) -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    return env.get_template(path.name)
+
+
+def load_template(workload: Workload) -> jinja2.Template:
+    path = Path(workload.template) if workload.template else DEFAULT_TEMPLATE
+    if not path.is_file():
+        raise ConfigError("pod template not found", str(path), "check workload.template")
+    try:
+        return _environment(path)
+    except jinja2.TemplateSyntaxError as exc:
+        where = f"{path}:{exc.lineno}"
+        raise ConfigError(f"pod template does not parse: {exc.message}", where) from None
+
+
+def render_pod(
+    template: jinja2.Template,
+    workload: Workload,
+    *,
+    name: str,
+    namespace: str,
+    node_name: str,
+    labels: Mapping[str, str],
+    index: int = 0,
+) -> dict[str, Any]:
+    """One pod manifest as a dict; name, namespace and labels are enforced after rendering."""
+    variables = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels),
+        "annotations": dict(workload.annotations),
+        "node_name": node_name,
+        "image": workload.image,
+        "command": list(workload.command),
+        "cpu_request": workload.cpu_request,
+        "memory_request": workload.memory_request,
+        "cpu_limit": workload.cpu_limit,
+        "memory_limit": workload.memory_limit,
+        "runtime_class": workload.runtime_class,
+        "readiness_probe_command": (
+            list(workload.readiness_probe_command) if workload.readiness_probe_command else None
+        ),
+        "index": index,
+    }
+    where = str(template.filename or "pod template")
+    try:
+        text = template.render(**variables)
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(f"pod template uses an unknown variable: {exc.message}", where) from None
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"rendered pod template is not valid YAML: {exc}", where) from None
+    if not isinstance(body, dict) or body.get("kind") != "Pod":
+        raise ConfigError("rendered pod template is not a Pod manifest", where)
+    # The tool's identity is not the template's to change: cleanup selects on these labels.
+    meta = body.setdefault("metadata", {})
+    meta["name"] = name
+    meta["namespace"] = namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    return body
+
+
+def render_batch(
+    workload: Workload,
+    *,
+    size: int,
+    namespace: str,
+    node_name: str,
+    run_id: str,
+    round_tag: str,
+) -> list[RenderedPod]:
+    """``size`` pods named ``abt-<round_tag>-NNNN`` carrying the run, round and tool labels."""
+    template = load_template(workload)
+    labels = pod_labels(run_id, round_tag)
+    pods = []
+    for i in range(size):
+        name = f"abt-{round_tag}-{i:04d}"
+        body = render_pod(
+            template,
+            workload,
+            name=name,
+            namespace=namespace,
+            node_name=node_name,
+            labels=labels,
+            index=i,
+        )
+        pods.append(RenderedPod(name, body))
+    return pods
