@@ -1,0 +1,105 @@
+"""What the API server knows about a node: readiness and heartbeat, kubelet version, and
+the running kubelet's own view through the node proxy (``/configz``, the
+``kubernetes_feature_enabled`` metric). Parsers are pure functions."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from abtest.cluster.client import Cluster, api_call, node_proxy_get
+from abtest.errors import ClusterError
+
+FEATURE_METRIC = "kubernetes_feature_enabled"
+_SAMPLE = re.compile(
+    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
+    r"(?:\{(?P<labels>.*)\})?"
+    r"\s+(?P<value>\S+)(?:\s+-?[0-9]+)?\s*$"
+)
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    ready: bool | None  # None: no Ready condition (or status Unknown)
+    reason: str
+    message: str
+    heartbeat: datetime | None  # Ready condition's lastHeartbeatTime (1 s resolution)
+    transition: datetime | None
+    kubelet_version: str
+
+
+@api_call
+def node_status(cluster: Cluster, name: str, timeout: float = 10.0) -> NodeStatus:
+    node: Any = cluster.core.read_node(name, _request_timeout=timeout)
+    status = node.status
+    ready: bool | None = None
+    reason = message = ""
+    heartbeat = transition = None
+    for cond in status.conditions or ():
+        if cond.type == "Ready":
+            ready = {"True": True, "False": False}.get(cond.status)
+            reason = cond.reason or ""
+            message = cond.message or ""
+            heartbeat = cond.last_heartbeat_time
+            transition = cond.last_transition_time
+    info = status.node_info
+    return NodeStatus(
+        name=name,
+        ready=ready,
+        reason=reason,
+        message=message,
+        heartbeat=heartbeat,
+        transition=transition,
+        kubelet_version=str(info.kubelet_version) if info else "",
+    )
+
+
+def parse_configz(text: str) -> dict[str, Any]:
+    """The ``kubeletconfig`` object of a ``/configz`` answer."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterError(f"/configz is not JSON: {exc}; starts {text[:120]!r}") from None
+    config = data.get("kubeletconfig") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        raise ClusterError(f"/configz has no kubeletconfig object; starts {text[:120]!r}")
+    return config
+
+
+def parse_feature_enabled(text: str) -> dict[str, bool]:
+    """Gate name -> enabled, from Prometheus text with ``kubernetes_feature_enabled``."""
+    gates: dict[str, bool] = {}
+    for line in text.splitlines():
+        if not line.startswith(FEATURE_METRIC):
+            continue
+        m = _SAMPLE.match(line)
+        if not m or m.group("name") != FEATURE_METRIC:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels") or ""))
+        gate = labels.get("name")
+        if not gate:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        gates[gate] = value != 0.0
+    return gates
+
+
+def configz(cluster: Cluster, name: str, timeout: float = 10.0) -> dict[str, Any]:
+    """The running kubelet's configuration (``/configz`` through the node proxy)."""
+    return parse_configz(node_proxy_get(cluster, name, "configz", timeout=timeout))
+
+
+def feature_enabled(cluster: Cluster, name: str, timeout: float = 10.0) -> dict[str, bool]:
+    """Every gate the running kubelet knows, with whether it is enabled (its metrics)."""
+    gates = parse_feature_enabled(node_proxy_get(cluster, name, "metrics", timeout=timeout))
+    if not gates:
+        raise ClusterError(f"node {name}: no {FEATURE_METRIC} samples in the kubelet's /metrics")
+    return gates

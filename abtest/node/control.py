@@ -1,0 +1,440 @@
+"""Apply a kubelet config change to a node, prove it healthy, and always be able to undo it.
+
+:class:`NodeController` is the one flow for ``abtest node apply|restore`` and the sweep:
+
+- apply: node lock -> original kept (journal row with the bytes, plus a copy on the node)
+  -> new config written atomically -> restart -> healthz, Ready, values verified. Any
+  failure (or SIGINT/SIGTERM) rolls back: original written, restart, healthy again, and
+  :class:`~abtest.errors.ApplyFailed` carries what failed and the kubelet's last log lines.
+  A second ``apply`` on the same controller switches settings (always computed from the
+  original, never stacked).
+- restore: the journal's original back, restart, healthy, journal closed, lock released.
+
+:func:`applied` is the sweep's context manager: apply on enter, restore on exit, on an
+exception and on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, NoReturn
+
+from abtest.cluster.client import connect
+from abtest.cluster.nodes import configz, feature_enabled, node_status
+from abtest.domain import Scalar
+from abtest.errors import ClusterError, NodeError, UserError
+from abtest.node import kubelet_config as kc
+from abtest.node import remote_files as rf
+from abtest.node.health import (
+    Expectation,
+    HealthReport,
+    HealthWaiter,
+    compare,
+    healthz_url,
+    original_expectations,
+    restore_expectations,
+    running_values,
+    unknown_paths,
+)
+from abtest.node.lock import NodeLock
+from abtest.node.records import ApplyRecord, RestoreRecord, RolledBack
+from abtest.node.session import NodeSession
+from abtest.node.signals import Interrupted, SignalGuard
+from abtest.playbook import NodeProfile
+from abtest.store.db import Store
+from abtest.store.journal import APPLIED, APPLYING, FAILED, RESTORED, Journal, JournalEntry
+
+#: Test hook: ``ABTEST_NODE_TEST_HOOK=kill-after-write`` SIGKILLs the controller right after
+#: the new config is written (tests prove ``abtest node restore`` recovers from that).
+TEST_HOOK_ENV = "ABTEST_NODE_TEST_HOOK"
+BACKUP_SUFFIX = ".abtest-original"
+LOG_LINES = 40
+
+Progress = Callable[[str], None]
+
+
+def _test_hook(point: str) -> None:
+    if os.environ.get(TEST_HOOK_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def describe_settings(settings: Mapping[str, Scalar]) -> str:
+    def show(v: Scalar) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return ", ".join(f"{p}={show(v)}" for p, v in settings.items()) or "(nothing)"
+
+
+class NodeController:
+    """``with NodeController(profile, store) as ctl: ctl.apply({...}); ctl.restore()``."""
+
+    def __init__(
+        self,
+        profile: NodeProfile,
+        store: Store,
+        *,
+        timeout: float | None = None,
+        accept_new_host_key: bool = False,
+        break_lock: bool = False,
+        progress: Progress | None = None,
+    ) -> None:
+        self.profile = profile
+        self.timeout = float(timeout or profile.health_timeout_s)
+        self.break_lock = break_lock
+        self.progress = progress or (lambda _msg: None)
+        self.session = NodeSession(profile, accept_new_host_key=accept_new_host_key)
+        self.ssh = self.session.ssh
+        self.sudo = profile.sudo
+        self.cluster = connect(profile.kubeconfig)
+        self.journal = Journal(store)
+        self.lock = NodeLock(self.ssh, profile.lock_path, sudo=profile.sudo)
+        self.guard = SignalGuard()
+        self._config_path: str | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def __enter__(self) -> NodeController:
+        self.guard.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.close()
+        finally:
+            self.guard.__exit__(exc_type, exc, tb)
+
+    def close(self) -> None:
+        """Release the lock unless a change it protects is still in effect; disconnect."""
+        try:
+            held = self.lock.held
+            if held is not None:
+                pending = self.journal.pending(self.profile.node_name)
+                if pending is None or pending.applied.get("lock_token") != held.token:
+                    self.lock.release()
+                elif held.state != "kept":
+                    settings = describe_settings(pending.applied.get("settings", {}))
+                    self.lock.keep(
+                        f"{settings} (journal #{pending.id} in {self.journal.store.path}); "
+                        f"undo: abtest node restore --profile {self.profile.name}"
+                    )
+        except NodeError as exc:
+            self.progress(f"could not release the node lock: {exc}")
+        finally:
+            self.session.close()
+
+    @property
+    def node(self) -> str:
+        return self.profile.node_name
+
+    @property
+    def config_path(self) -> str:
+        if self._config_path is None:
+            self._config_path = rf.realpath(
+                self.ssh, self.profile.kubelet_config_path, sudo=self.sudo
+            )
+        return self._config_path
+
+    @property
+    def backup_path(self) -> str:
+        return self.config_path + BACKUP_SUFFIX
+
+    # --- building blocks --------------------------------------------------------------
+
+    def read_config(self, path: str | None = None) -> bytes:
+        return rf.read_file(self.ssh, path or self.config_path, sudo=self.sudo)
+
+    def running_view(self) -> tuple[dict[str, Any], dict[str, bool]]:
+        """The running kubelet's /configz and its feature gates (from the metric)."""
+        return configz(self.cluster, self.node), feature_enabled(self.cluster, self.node)
+
+    def restart_and_wait(
+        self, expectations: list[Expectation], config_text: str
+    ) -> tuple[HealthReport, float]:
+        """Restart with the profile's command; wait for healthz, Ready, verified values."""
+        url = healthz_url(self.profile, config_text)
+        try:
+            hb = node_status(self.cluster, self.node).heartbeat
+            heartbeat_before = hb.timestamp() if hb else None
+        except ClusterError:
+            heartbeat_before = None
+        self.progress(f"restarting the kubelet ({self.profile.restart_command})")
+        wall, mono = time.time(), time.monotonic()
+        with self.guard.shield():  # never leave a half-run restart behind; signals wait
+            res = self.session.profile_command(self.profile.restart_command, timeout=self.timeout)
+            res.check("the kubelet restart command")
+        restart_s = time.monotonic() - mono
+        report = HealthWaiter(self.session, self.cluster, self.profile).wait(
+            expectations,
+            url=url,
+            restarted_mono=mono,
+            restarted_wall=wall,
+            heartbeat_before=heartbeat_before,
+            timeout=self.timeout,
+        )
+        self.progress(
+            f"healthy: healthz {report.healthz_s:.2f} s, Ready {report.ready_s:.2f} s, "
+            f"verified {report.verified_s:.2f} s after the restart"
+        )
+        return report, restart_s
+
+    # --- apply ------------------------------------------------------------------------
+
+    def apply(
+        self,
+        settings: Mapping[str, Scalar],
+        *,
+        check_known: bool = True,
+        force_restart: bool = False,
+    ) -> ApplyRecord:
+        """Make ``settings`` (relative to the original config) the node's running config.
+
+        ``check_known``: refuse paths the running kubelet does not list, before any change.
+        ``force_restart``: restart even when the values are already in effect (so every
+        visit of a sweep starts from a freshly restarted kubelet). ``{}`` means "the
+        original config" (useful between arms; the CLI insists on at least one --set).
+        """
+        t0 = time.monotonic()
+        checked = {p: kc.check_value(p, v) for p, v in settings.items()}
+        for path in checked:
+            kc.split_path(path)
+        token = self._hold_lock(f"apply {describe_settings(checked)}")
+        pending = self.journal.pending(self.node)
+        if pending is not None and pending.applied.get("lock_token") != token:
+            raise NodeError(
+                f"node {self.node} has an unrestored change (journal #{pending.id}, "
+                f"{pending.state} since {pending.created_at}); run "
+                f"`abtest node restore --profile {self.profile.name}` first"
+            )
+        current = self.read_config()
+        original = pending.original if pending else current
+        where = f"{self.node}:{self.config_path}"
+        new_text = kc.apply_settings(_text(original, where), checked, where=where)
+        new = new_text.encode("utf-8")
+        paths = list(checked)
+        config, gates = self.running_view()
+        if check_known and (unknown := unknown_paths(paths, config, gates)):
+            raise UserError(
+                f"the running kubelet does not know {', '.join(unknown)}",
+                where=self.node,
+                todo="check the names (abtest node show); --skip-factor-check lets the "
+                "kubelet itself decide",
+            )
+        before = dict(pending.applied.get("before", {})) if pending else {}
+        before.update(
+            {k: v for k, v in running_values(paths, config, gates).items() if k not in before}
+        )
+        record = ApplyRecord(
+            node_name=self.node,
+            settings=checked,
+            journal_id=pending.id if pending else None,
+            changed=new != current,
+            restarted=False,
+            diff=kc.diff(
+                current.decode("utf-8", "replace"), new_text, self.config_path.lstrip("/")
+            ),
+            original_sha256=rf.sha256(original),
+            config_sha256=rf.sha256(new),
+            before=before,
+        )
+        old_paths = pending.applied.get("paths", []) if pending else []
+        back = [p for p in old_paths if p not in checked]  # an earlier arm's, now original
+        expectations = [Expectation(p, v) for p, v in checked.items()]
+        expectations += original_expectations(back, _text(original, where), before)
+        if not record.changed and not force_restart:
+            _, problems = compare(expectations, config, gates)
+            if not problems:
+                record.messages.append("already in effect: no write, no restart")
+                record.total_s = time.monotonic() - t0
+                return record
+        applied = {
+            "settings": checked,
+            "paths": sorted(set(old_paths) | set(paths)),
+            "before": before,
+            "lock_token": token,
+            "config_sha256": record.config_sha256,
+        }
+        if pending is None:
+            entry = self.journal.begin(
+                node_name=self.node,
+                profile_name=self.profile.name,
+                path=self.config_path,
+                original=original,
+                applied=applied,
+                backup_path=self.backup_path,
+            )
+            like = rf.stat_file(self.ssh, self.config_path, sudo=self.sudo)
+            rf.atomic_write(self.ssh, self.backup_path, original, sudo=self.sudo, like=like)
+            self.progress(f"original kept: journal #{entry.id} and {self.backup_path}")
+        else:
+            entry = self.journal.mark(pending.id, APPLYING, applied=applied)
+        record.journal_id = entry.id
+        try:
+            if record.changed:
+                with self.guard.shield():
+                    rf.atomic_write(self.ssh, self.config_path, new, sudo=self.sudo)
+                self.progress(f"wrote {self.config_path} (sha256 {record.config_sha256[:12]})")
+            _test_hook("kill-after-write")
+            record.health, record.restart_command_s = self.restart_and_wait(expectations, new_text)
+            record.restarted = True
+            self.journal.mark(entry.id, APPLIED, detail=describe_settings(checked))
+        except BaseException as exc:
+            self._rollback(entry, exc)
+        record.total_s = time.monotonic() - t0
+        return record
+
+    def _hold_lock(self, purpose: str, takeover_token: str | None = None) -> str:
+        if self.lock.held is None:
+            self.lock.acquire(purpose, break_lock=self.break_lock, takeover_token=takeover_token)
+        assert self.lock.held is not None
+        return self.lock.held.token
+
+    def _rollback(self, entry: JournalEntry, exc: BaseException) -> NoReturn:
+        reason = _reason(exc)
+        self.progress(f"apply failed ({reason}); rolling back to the original config")
+        tail = ""
+        with self.guard.shield():
+            try:
+                self.ssh.reconnect()  # an interrupted transfer may have left a channel mid-way
+                if isinstance(exc, Exception):
+                    tail = self.session.kubelet_log_tail(LOG_LINES)
+                restore = self._put_back(entry, f"rolled back: {reason}")
+            except BaseException as failure:
+                detail = f"apply failed: {reason}; rollback failed: {_reason(failure)}"
+                self.journal.mark(entry.id, FAILED, detail=detail)
+                raise NodeError(
+                    f"{detail}. The node may be unhealthy: check it, then run "
+                    f"`abtest node restore --profile {self.profile.name}`"
+                ) from failure
+        if not isinstance(exc, Exception):
+            raise exc
+        secs = restore.restart_to_verified_s or 0.0
+        message = (
+            f"{reason}; rolled back to the original config (healthy {secs:.1f} s after restart)"
+        )
+        if tail:
+            message += f"\n--- kubelet log, last lines ---\n{tail}"
+        raise RolledBack(message, getattr(exc, "stage", None), restore, tail) from exc
+
+    # --- restore ----------------------------------------------------------------------
+
+    def restore(self) -> RestoreRecord:
+        """Put the journal's original back (or the node's backup when this database has no
+        journal entry), restart, verify healthy. A no-op with a message if nothing pends."""
+        entry = self.journal.pending(self.node)
+        with self.guard.shield():
+            if entry is None:
+                if rf.stat_file(self.ssh, self.backup_path, sudo=self.sudo) is None:
+                    return RestoreRecord(
+                        node_name=self.node,
+                        restored=False,
+                        journal_id=None,
+                        message=f"nothing to restore: no pending change for {self.node} in "
+                        f"{self.journal.store.path} and no {self.backup_path} on the node",
+                    )
+                token = self._hold_lock("restore from the node backup")
+                original = self.read_config(self.backup_path)
+                self.progress(f"no journal entry here; restoring {self.backup_path} from the node")
+                entry = self.journal.begin(
+                    node_name=self.node,
+                    profile_name=self.profile.name,
+                    path=self.config_path,
+                    original=original,
+                    applied={
+                        "settings": {},
+                        "paths": [],
+                        "source": "node backup",
+                        "lock_token": token,
+                    },
+                    backup_path=self.backup_path,
+                )
+            else:
+                self._hold_lock(f"restore journal #{entry.id}", entry.applied.get("lock_token"))
+            return self._put_back(entry, "restored by abtest node restore")
+
+    def _put_back(self, entry: JournalEntry, why: str) -> RestoreRecord:
+        t0 = time.monotonic()
+        original = entry.original
+        if rf.sha256(original) != entry.original_sha256:
+            raise NodeError(f"journal #{entry.id}: the kept original does not match its sha256")
+        text = _text(original, f"journal #{entry.id}")
+        if self.read_config(entry.path) != original:
+            rf.atomic_write(self.ssh, entry.path, original, sudo=self.sudo)
+            self.progress(
+                f"wrote the original {entry.path} back (sha256 {entry.original_sha256[:12]})"
+            )
+        health, restart_s = self.restart_and_wait(restore_expectations(entry, text), text)
+        self.journal.mark(entry.id, RESTORED, detail=why)
+        if entry.backup_path:
+            try:
+                rf.remove(self.ssh, entry.backup_path, sudo=self.sudo)
+            except NodeError as exc:
+                self.progress(f"could not remove {entry.backup_path}: {exc}")
+        return RestoreRecord(
+            node_name=self.node,
+            restored=True,
+            journal_id=entry.id,
+            message=why,
+            config_sha256=entry.original_sha256,
+            health=health,
+            restart_command_s=restart_s,
+            total_s=time.monotonic() - t0,
+        )
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NodeError(f"{where}: the kubelet config is not UTF-8 text") from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, Interrupted):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, NodeError) else str(exc)
+
+
+@contextmanager
+def applied(
+    profile: NodeProfile,
+    settings: Mapping[str, Scalar],
+    *,
+    store: Store,
+    timeout: float | None = None,
+    accept_new_host_key: bool = False,
+    break_lock: bool = False,
+    check_known: bool = True,
+    progress: Progress | None = None,
+) -> Iterator[ApplyRecord]:
+    """Apply ``settings`` for the ``with`` block; restore on exit, error, SIGINT/SIGTERM.
+
+    Yields the :class:`ApplyRecord` (restart-to-healthz/Ready/verified seconds and the
+    verified values); its ``restore`` field holds the restore's record after the block.
+    """
+    with NodeController(
+        profile,
+        store,
+        timeout=timeout,
+        accept_new_host_key=accept_new_host_key,
+        break_lock=break_lock,
+        progress=progress,
+    ) as ctl:
+        record = ctl.apply(settings, check_known=check_known)
+        try:
+            yield record
+        finally:
+            with ctl.guard.shield():
+                if ctl.journal.pending(ctl.node) is not None:
+                    record.restore = ctl.restore()

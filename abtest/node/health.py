@@ -1,0 +1,341 @@
+"""Is the restarted kubelet healthy, and running what we asked for?
+
+Three stages, timed from the moment the restart command was sent, one deadline for all:
+
+1. ``healthz``  - the kubelet's healthz endpoint answers ``ok`` on the node (via SSH,
+   ``curl`` or ``wget``). With a profile ``status_command``, a kubelet that is not
+   running (e.g. refused its config) fails the stage at once instead of at the deadline.
+2. ``ready``    - the node is Ready in the API with a heartbeat newer than the restart.
+3. ``verified`` - every expected value is confirmed from the running kubelet: ``/configz``
+   for fields and explicitly set gates, and the ``kubernetes_feature_enabled`` metric for
+   gates (both through the API server's node proxy).
+
+Comparison helpers are pure and unit-tested.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from abtest.cluster.client import Cluster
+from abtest.cluster.nodes import configz, feature_enabled, node_status
+from abtest.domain import Scalar
+from abtest.errors import ClusterError, NodeError
+from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
+from abtest.node.session import NodeSession
+from abtest.playbook import NodeProfile
+from abtest.store.journal import JournalEntry
+
+DEFAULT_HEALTHZ_PORT = 10248
+POLL_S = 0.25
+_URL_RE = re.compile(r"https?://[A-Za-z0-9.\-_\[\]:]+(/[A-Za-z0-9._~/\-]*)?")
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A value the running kubelet must show. ``explicit``: the config file sets it, so
+    ``/configz`` lists it (a gate left at its default appears only in the metric)."""
+
+    path: str
+    value: Scalar
+    explicit: bool = True
+
+
+@dataclass
+class HealthReport:
+    healthz_s: float | None = None
+    ready_s: float | None = None
+    verified_s: float | None = None
+    kubelet_version: str = ""
+    verified: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "restart_to_healthz_s": _round(self.healthz_s),
+            "restart_to_ready_s": _round(self.ready_s),
+            "restart_to_verified_s": _round(self.verified_s),
+            "kubelet_version": self.kubelet_version,
+            "verified": self.verified,
+            "messages": self.messages,
+        }
+
+
+class HealthFailed(NodeError):
+    """A health stage did not pass before the deadline."""
+
+    def __init__(self, stage: str, message: str, report: HealthReport) -> None:
+        self.stage = stage
+        self.report = report
+        super().__init__(f"{stage}: {message}")
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def healthz_url(profile: NodeProfile, config_text: str) -> str:
+    """The profile's healthz URL, ``{healthz_port}`` filled from the config (default 10248)."""
+    url = profile.healthz_url
+    if "{healthz_port}" in url:
+        port = parse_config(config_text).get("healthzPort") or DEFAULT_HEALTHZ_PORT
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise NodeError(f"kubelet config healthzPort {port!r} is not a port number")
+        url = url.replace("{healthz_port}", str(port))
+    if not _URL_RE.fullmatch(url):
+        raise NodeError(f"healthz URL {url!r} does not look like http(s)://host:port/path")
+    return url
+
+
+def healthz_command(url: str, timeout_s: int = 5) -> list[str]:
+    """An argv that prints the healthz body with curl, wget or busybox wget, whichever exists."""
+    q = shlex.quote(url)
+    script = (
+        "if command -v curl >/dev/null 2>&1; then "
+        f"exec curl -fsS -m {timeout_s} {q}; "
+        "elif command -v wget >/dev/null 2>&1; then "
+        f"exec wget -q -O - -T {timeout_s} {q}; "
+        f"else exec busybox wget -q -O - -T {timeout_s} {q}; fi"
+    )
+    return ["sh", "-c", script]
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Seconds in a Go duration ("1m30s", "500ms", "0s"); None if ``text`` is not one."""
+    s = text.strip()
+    if not s:
+        return None
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total if pos == len(s) and pos > 0 else None
+
+
+def values_match(expected: Any, actual: Any) -> bool:
+    """Whether the running kubelet's ``actual`` value is the ``expected`` setting."""
+    if actual is MISSING:
+        return False
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(expected, str) and isinstance(actual, str):
+        if expected == actual:
+            return True
+        a, b = go_duration_seconds(expected), go_duration_seconds(actual)
+        return a is not None and b is not None and math.isclose(a, b)
+    return bool(expected == actual)
+
+
+def configz_value(config: Mapping[str, Any], path: str) -> Any:
+    """The value at a settings path in a ``/configz`` kubeletconfig, or MISSING."""
+    node: Any = config
+    for seg in split_path(path):
+        if not isinstance(node, Mapping) or seg not in node:
+            return MISSING
+        node = node[seg]
+    return node
+
+
+def compare(
+    expectations: list[Expectation],
+    config: Mapping[str, Any],
+    gates: Mapping[str, bool],
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """What the running kubelet shows for each expectation, and every mismatch as a message."""
+    seen: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for exp in expectations:
+        running = configz_value(config, exp.path)
+        row: dict[str, Any] = {
+            "expected": exp.value,
+            "configz": None if running is MISSING else running,
+        }
+        if exp.path.startswith("featureGates."):
+            gate = exp.path.split(".", 1)[1]
+            metric = gates.get(gate)
+            row["metric"] = metric
+            if metric is None:
+                problems.append(f"{exp.path}: gate not in kubernetes_feature_enabled")
+            elif metric is not exp.value:
+                problems.append(f"{exp.path}: metric says {metric}, expected {exp.value}")
+            if exp.explicit and not values_match(exp.value, running):
+                problems.append(f"{exp.path}: /configz has {row['configz']}, expected {exp.value}")
+            elif not exp.explicit and running is not MISSING and running is not exp.value:
+                problems.append(f"{exp.path}: /configz has {running}, expected {exp.value}")
+        elif not values_match(exp.value, running):
+            problems.append(f"{exp.path}: /configz has {row['configz']!r}, expected {exp.value!r}")
+        seen[exp.path] = row
+    return seen, problems
+
+
+def running_values(
+    paths: list[str], config: Mapping[str, Any], gates: Mapping[str, bool]
+) -> dict[str, Scalar | None]:
+    """The effective value of each path now (gates from the metric, fields from /configz)."""
+    out: dict[str, Scalar | None] = {}
+    for path in paths:
+        if path.startswith("featureGates."):
+            out[path] = gates.get(path.split(".", 1)[1])
+        else:
+            value = configz_value(config, path)
+            out[path] = value if isinstance(value, bool | int | float | str) else None
+    return out
+
+
+def unknown_paths(
+    paths: list[str], config: Mapping[str, Any], gates: Mapping[str, bool]
+) -> list[str]:
+    """Paths this kubelet does not know: a gate absent from the metric, a field absent
+    from /configz (for the free-form maps, only the map itself must exist)."""
+    unknown = []
+    for path in paths:
+        head, _, rest = path.partition(".")
+        if head == "featureGates":
+            if rest not in gates:
+                unknown.append(path)
+        elif head in MAP_FIELDS:
+            if head not in config:
+                unknown.append(path)
+        elif configz_value(config, path) is MISSING:
+            unknown.append(path)
+    return unknown
+
+
+def restore_expectations(entry: JournalEntry, original_text: str) -> list[Expectation]:
+    """What the kubelet must show once the original is back: the original file's value
+    where it sets one, else the running value recorded before the first apply."""
+    paths = entry.applied.get("paths") or list(entry.applied.get("settings", {}))
+    return original_expectations(paths, original_text, entry.applied.get("before", {}))
+
+
+def original_expectations(
+    paths: list[str], original_text: str, before: Mapping[str, Any]
+) -> list[Expectation]:
+    """Expectations for ``paths`` being back at their original values."""
+    out = []
+    for path in paths:
+        value = read_setting(original_text, path)
+        if value is not None:
+            out.append(Expectation(path, value, explicit=True))
+        elif before.get(path) is not None:
+            out.append(Expectation(path, before[path], explicit=False))
+    return out
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+class HealthWaiter:
+    """Waits for the three stages after one restart."""
+
+    def __init__(self, session: NodeSession, cluster: Cluster, profile: NodeProfile) -> None:
+        self.session = session
+        self.cluster = cluster
+        self.profile = profile
+
+    def healthz_ok(self, url: str) -> bool:
+        try:
+            res = self.session.ssh.run(healthz_command(url), timeout=15)
+        except NodeError:
+            return False
+        return res.ok and res.stdout.strip() == "ok"
+
+    def kubelet_running(self) -> bool | None:
+        """None when the profile cannot tell (no status_command)."""
+        if not self.profile.status_command:
+            return None
+        try:
+            return self.session.profile_command(self.profile.status_command, timeout=15).ok
+        except NodeError:
+            return None
+
+    def wait(
+        self,
+        expectations: list[Expectation],
+        *,
+        url: str,
+        restarted_mono: float,
+        restarted_wall: float,
+        heartbeat_before: float | None,
+        timeout: float,
+    ) -> HealthReport:
+        report = HealthReport()
+        deadline = restarted_mono + timeout
+
+        def left() -> float:
+            return deadline - time.monotonic()
+
+        # 1. healthz
+        not_running = 0
+        while not self.healthz_ok(url):
+            if time.monotonic() - restarted_mono > 2.0 and self.kubelet_running() is False:
+                not_running += 1
+                if not_running >= 2:
+                    raise HealthFailed("healthz", "the kubelet is not running", report)
+            else:
+                not_running = 0
+            if left() <= 0:
+                raise HealthFailed("healthz", f"no 'ok' from {url} within {timeout:.0f} s", report)
+            time.sleep(POLL_S)
+        report.healthz_s = time.monotonic() - restarted_mono
+
+        # 2. Ready with a heartbeat newer than the restart (heartbeats have 1 s resolution)
+        last = "no answer from the API server"
+        while True:
+            try:
+                st = node_status(self.cluster, self.profile.node_name)
+                report.kubelet_version = st.kubelet_version
+                hb = st.heartbeat.timestamp() if st.heartbeat else None
+                fresh = hb is not None and hb > restarted_wall - 1.0
+                if heartbeat_before is not None and hb is not None:
+                    fresh = fresh and hb > heartbeat_before
+                if st.ready and fresh:
+                    break
+                last = (
+                    f"Ready={st.ready} ({st.reason}: {st.message})"
+                    if not st.ready
+                    else f"heartbeat {st.heartbeat} is not newer than the restart"
+                )
+            except ClusterError as exc:
+                last = str(exc)
+            if left() <= 0:
+                raise HealthFailed("ready", f"node {self.profile.node_name}: {last}", report)
+            time.sleep(POLL_S)
+        report.ready_s = time.monotonic() - restarted_mono
+
+        # 3. the intended values, from the running kubelet
+        problems: list[str] = ["not checked yet"]
+        while True:
+            try:
+                config = configz(self.cluster, self.profile.node_name)
+                gates = feature_enabled(self.cluster, self.profile.node_name)
+                report.verified, problems = compare(expectations, config, gates)
+                if not problems:
+                    break
+            except ClusterError as exc:
+                problems = [str(exc)]
+            if left() <= 0:
+                raise HealthFailed("verified", "; ".join(problems), report)
+            time.sleep(POLL_S)
+        report.verified_s = time.monotonic() - restarted_mono
+        return report

@@ -1,0 +1,211 @@
+"""The node lock: one file on the node saying who is experimenting on it.
+
+The file is created exclusively (``set -C``), holds JSON naming the holder (user@host),
+the controller host, pid, the pid's start time (so a reused pid is not mistaken for the
+holder), when it was taken, for what, and a random token. The token also goes into the
+journal entry of the change it protects, so ``abtest node restore`` can take over the lock
+of the change it is undoing. Any other held lock is refused; a lock whose holder is gone
+(stale) is only broken with an explicit ``break_lock``, and never while its holder is seen
+running on this host.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import secrets
+import socket
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from abtest.errors import NodeError, NodeLockedError
+from abtest.node.ssh import Connection
+
+_CREATE_SCRIPT = r"""
+set -eu
+mkdir -p -- "$(dirname -- "$1")"
+set -C
+cat > "$1"
+"""
+_REPLACE_SCRIPT = r"""
+set -eu
+tmp="$1.$$.tmp"
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+chmod 644 "$tmp"
+mv -f -- "$tmp" "$1"
+"""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    holder: str
+    host: str
+    pid: int
+    pid_start: str | None
+    started_at: str
+    purpose: str
+    token: str
+    #: "held": the holder is working; "kept": it exited, leaving a change in effect
+    state: str = "held"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> LockInfo:
+        try:
+            data: Any = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):
+            return cls("?", "?", 0, None, "?", f"unreadable lock: {text[:80]!r}", "")
+        return cls(
+            holder=str(data.get("holder", "?")),
+            host=str(data.get("host", "?")),
+            pid=int(data.get("pid") or 0),
+            pid_start=data.get("pid_start"),
+            started_at=str(data.get("started_at", "?")),
+            purpose=str(data.get("purpose", "")),
+            token=str(data.get("token", "")),
+            state=str(data.get("state", "held")),
+        )
+
+    def holder_alive(self) -> bool | None:
+        """True/False when the holder runs on this host; None when it cannot be known."""
+        if self.host != socket.gethostname() or self.pid <= 0:
+            return None
+        if not Path(f"/proc/{self.pid}").exists():
+            return False
+        if self.pid_start is None:
+            return True
+        return process_start(self.pid) == self.pid_start
+
+    def describe(self) -> str:
+        if self.state == "kept":
+            kept = "kept for a change in effect"
+            return f"{self.holder} since {self.started_at}, {kept}: {self.purpose}"
+        alive = self.holder_alive()
+        state = {True: "running", False: "not running: stale", None: "elsewhere"}[alive]
+        text = f"{self.holder} pid {self.pid} ({state}) since {self.started_at}"
+        return f"{text}, for: {self.purpose}" if self.purpose else text
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a local process (clock ticks since boot), to tell reused pids apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def new_info(purpose: str) -> LockInfo:
+    host = socket.gethostname()
+    pid = os.getpid()
+    return LockInfo(
+        holder=f"{getpass.getuser()}@{host}",
+        host=host,
+        pid=pid,
+        pid_start=process_start(pid),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        purpose=purpose,
+        token=secrets.token_hex(8),
+    )
+
+
+class NodeLock:
+    """The lock file at ``path`` on the node behind ``conn``."""
+
+    def __init__(self, conn: Connection, path: str, *, sudo: bool) -> None:
+        self.conn = conn
+        self.path = path
+        self.sudo = sudo
+        self.held: LockInfo | None = None
+
+    def read(self) -> LockInfo | None:
+        script = '[ -e "$1" ] || exit 3; cat -- "$1"'
+        argv = ["sh", "-c", script, "abtest-lock", self.path]
+        res = self.conn.run(argv, sudo=self.sudo, timeout=20)
+        if res.rc == 3:
+            return None
+        res.check(f"reading the node lock {self.path}")
+        return LockInfo.from_json(res.stdout)
+
+    def acquire(
+        self,
+        purpose: str,
+        *,
+        break_lock: bool = False,
+        takeover_token: str | None = None,
+    ) -> LockInfo:
+        """Take the lock, or raise NodeLockedError naming who holds it.
+
+        ``takeover_token``: a lock with this token is ours to take over (the journal entry
+        being restored names it). ``break_lock``: replace a stale lock.
+        """
+        info = new_info(purpose)
+        argv = ["sh", "-c", _CREATE_SCRIPT, "abtest-lock", self.path]
+        res = self.conn.run(argv, sudo=self.sudo, timeout=20, stdin=info.to_json().encode())
+        if res.ok:
+            self.held = info
+            return info
+        existing = self.read()
+        if existing is None:
+            res.check(f"creating the node lock {self.path}")
+            raise NodeError(f"could not create the node lock {self.path}")  # pragma: no cover
+        if takeover_token and existing.token == takeover_token:
+            if existing.holder_alive() and existing.pid != os.getpid():
+                raise NodeLockedError(
+                    f"node lock {self.path} is held by {existing.describe()}, which is still "
+                    "running: let it finish (it restores the node itself), or stop it first"
+                )
+            info = replace(info, token=existing.token)
+        elif break_lock:
+            if existing.holder_alive():
+                raise NodeLockedError(
+                    f"node lock {self.path} is held by {existing.describe()}; its holder is "
+                    "running, so --break-lock does not apply (stop it, or wait)"
+                )
+        else:
+            if existing.state == "kept":
+                hint = "undo that change with `abtest node restore` first"
+            elif existing.holder_alive() is False:
+                hint = "it looks stale; pass --break-lock to take it over"
+            else:
+                hint = "wait for it, or pass --break-lock if you know it is stale"
+            held_by = existing.describe()
+            raise NodeLockedError(f"node lock {self.path} is held by {held_by} ({hint})")
+        self._replace(info)
+        self.held = info
+        return info
+
+    def keep(self, purpose: str) -> None:
+        """Leave the lock on the node after this process exits (a change stays in effect)."""
+        if self.held is not None:
+            self.held = replace(self.held, purpose=purpose, state="kept")
+            self._replace(self.held)
+
+    def _replace(self, info: LockInfo) -> None:
+        argv = ["sh", "-c", _REPLACE_SCRIPT, "abtest-lock", self.path]
+        res = self.conn.run(argv, sudo=self.sudo, timeout=20, stdin=info.to_json().encode())
+        res.check(f"writing the node lock {self.path}")
+
+    def release(self) -> bool:
+        """Remove the lock if it is still ours; False if someone else holds it now."""
+        if self.held is None:
+            return False
+        current = self.read()
+        if current is not None and current.token != self.held.token:
+            self.held = None
+            return False
+        if current is not None:
+            self.conn.run(["rm", "-f", "--", self.path], sudo=self.sudo, timeout=20).check(
+                f"removing the node lock {self.path}"
+            )
+        self.held = None
+        return True

@@ -1,0 +1,234 @@
+"""Look, don't touch: the pre-flight checks (``abtest node check``) and the node's current
+state (``abtest node show``). Every check runs and reports, pass or fail, with its reason;
+a failing check never stops the others (problems are collected, pyperf-style)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from abtest.cluster.client import Cluster, connect
+from abtest.cluster.nodes import configz, feature_enabled, node_status
+from abtest.domain import Scalar
+from abtest.errors import AbtestError
+from abtest.node import kubelet_config as kc
+from abtest.node import remote_files as rf
+from abtest.node.control import BACKUP_SUFFIX
+from abtest.node.health import HealthWaiter, healthz_url, unknown_paths
+from abtest.node.lock import NodeLock
+from abtest.node.session import NodeSession
+from abtest.playbook import NodeProfile, Workload
+from abtest.store.db import Store
+from abtest.store.journal import Journal
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class CheckReport:
+    node_name: str
+    items: list[CheckItem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(i.ok for i in self.items)
+
+    def add(self, name: str, fn: Callable[[], str]) -> bool:
+        """Run one check: its return value is the detail; any AbtestError is the reason."""
+        try:
+            detail = fn()
+        except AbtestError as exc:
+            self.items.append(CheckItem(name, False, str(exc)))
+            return False
+        except (OSError, ValueError) as exc:
+            self.items.append(CheckItem(name, False, f"{type(exc).__name__}: {exc}"))
+            return False
+        self.items.append(CheckItem(name, True, detail))
+        return True
+
+    def fail(self, name: str, detail: str) -> None:
+        self.items.append(CheckItem(name, False, detail))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node_name,
+            "ok": self.ok,
+            "checks": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.items],
+        }
+
+
+class _Failed(AbtestError):
+    """A check's negative answer."""
+
+
+def check(
+    profile: NodeProfile,
+    settings: Mapping[str, Scalar],
+    *,
+    store: Store,
+    image: str | None = None,
+    accept_new_host_key: bool = False,
+) -> CheckReport:
+    """Every pre-flight check, none of which changes anything."""
+    report = CheckReport(profile.node_name)
+    image = image or Workload().image
+    with NodeSession(profile, accept_new_host_key=accept_new_host_key) as node:
+        ssh = node.ssh
+        text: list[str] = []
+        if not report.add("ssh", lambda: _ssh(node)):
+            for name in ("sudo", "kubelet config", "image", "node lock"):
+                report.fail(name, "skipped: no SSH")
+        else:
+            if profile.sudo:
+                report.add("sudo", lambda: _sudo(node))
+            report.add("kubelet config", lambda: _config(node, text))
+            report.add("image", lambda: _image(node, image))
+            report.add("node lock", lambda: _lock(node))
+        cluster: list[Cluster] = []
+        report.add("api: node Ready", lambda: _ready(profile, cluster))
+        if text and ssh.connected:
+            waiter_cluster = cluster[0] if cluster else connect(profile.kubeconfig)
+            waiter = HealthWaiter(node, waiter_cluster, profile)
+            url = healthz_url(profile, text[0])
+            ok = waiter.healthz_ok(url)
+            report.items.append(
+                CheckItem("kubelet healthz", ok, f"{url} {'says' if ok else 'not'} ok")
+            )
+        if settings and cluster:
+            view: list[tuple[dict[str, Any], dict[str, bool]]] = []
+            if report.add("running kubelet", lambda: _view(profile, cluster[0], view)):
+                config, gates = view[0]
+                for path in settings:
+                    known = not unknown_paths([path], config, gates)
+                    where = "metric" if path.startswith("featureGates.") else "/configz"
+                    detail = f"known ({where})" if known else f"unknown to the running {where}"
+                    report.items.append(CheckItem(f"factor {path}", known, detail))
+        report.add("journal", lambda: _journal(profile, store))
+    return report
+
+
+def _ssh(node: NodeSession) -> str:
+    node.ssh.run(["true"], timeout=20).check("ssh true")
+    return node.ssh.endpoint.describe()
+
+
+def _sudo(node: NodeSession) -> str:
+    node.ssh.run(["true"], sudo=True, timeout=20).check("sudo -n true")
+    return "passwordless sudo works"
+
+
+def _config(node: NodeSession, out: list[str]) -> str:
+    path = node.profile.kubelet_config_path
+    data = rf.read_file(node.ssh, path, sudo=node.profile.sudo)
+    text = data.decode("utf-8")
+    kc.parse_config(text, where=path)
+    out.append(text)
+    return f"{path} parses ({len(data)} bytes, sha256 {rf.sha256(data)[:12]})"
+
+
+def _image(node: NodeSession, image: str) -> str:
+    if not node.image_present(image):
+        raise _Failed(f"{image} is not on the node (pull or import it first)")
+    return f"{image} present"
+
+
+def _lock(node: NodeSession) -> str:
+    held = NodeLock(node.ssh, node.profile.lock_path, sudo=node.profile.sudo).read()
+    if held is not None:
+        raise _Failed(f"held by {held.describe()}")
+    return f"{node.profile.lock_path} free"
+
+
+def _ready(profile: NodeProfile, out: list[Cluster]) -> str:
+    cluster = connect(profile.kubeconfig)
+    st = node_status(cluster, profile.node_name)
+    out.append(cluster)
+    if not st.ready:
+        raise _Failed(f"Ready={st.ready}: {st.reason} {st.message}".strip())
+    return f"Ready, kubelet {st.kubelet_version}"
+
+
+def _view(
+    profile: NodeProfile, cluster: Cluster, out: list[tuple[dict[str, Any], dict[str, bool]]]
+) -> str:
+    config = configz(cluster, profile.node_name)
+    gates = feature_enabled(cluster, profile.node_name)
+    out.append((config, gates))
+    return f"/configz and metrics read ({len(gates)} gates known)"
+
+
+def _journal(profile: NodeProfile, store: Store) -> str:
+    pending = Journal(store).pending(profile.node_name)
+    if pending is not None:
+        raise _Failed(
+            f"unrestored change #{pending.id} ({pending.state}) since {pending.created_at}: "
+            f"run `abtest node restore --profile {profile.name}`"
+        )
+    return f"no pending change in {store.path}"
+
+
+def show(
+    profile: NodeProfile, *, store: Store, accept_new_host_key: bool = False
+) -> dict[str, Any]:
+    """The node as it is now. Unanswerable parts are None, with the reason in ``problems``."""
+    out: dict[str, Any] = {
+        "node": profile.node_name,
+        "profile": profile.name,
+        "config_path": profile.kubelet_config_path,
+        "config_sha256": None,
+        "feature_gates": None,
+        "enabled_features": None,
+        "kubelet_version": None,
+        "ready": None,
+        "healthz": None,
+        "healthy": False,
+        "lock_holder": None,
+        "lock": None,
+        "backup_on_node": None,
+        "pending_change": None,
+        "problems": [],
+    }
+    problems: list[str] = out["problems"]
+    text = None
+    with NodeSession(profile, accept_new_host_key=accept_new_host_key) as node:
+        try:
+            data = rf.read_file(node.ssh, profile.kubelet_config_path, sudo=profile.sudo)
+            out["config_sha256"] = rf.sha256(data)
+            text = data.decode("utf-8", "replace")
+            held = NodeLock(node.ssh, profile.lock_path, sudo=profile.sudo).read()
+            out["lock"] = held.__dict__ if held else None
+            out["lock_holder"] = held.describe() if held else None
+            backup = profile.kubelet_config_path + BACKUP_SUFFIX
+            out["backup_on_node"] = rf.exists(node.ssh, backup, sudo=profile.sudo)
+        except AbtestError as exc:
+            problems.append(f"ssh: {exc}")
+        try:
+            cluster = connect(profile.kubeconfig)
+            st = node_status(cluster, profile.node_name)
+            out["ready"] = st.ready
+            out["kubelet_version"] = st.kubelet_version
+            config = configz(cluster, profile.node_name)
+            out["feature_gates"] = config.get("featureGates") or {}
+            gates = feature_enabled(cluster, profile.node_name)
+            out["enabled_features"] = sorted(g for g, on in gates.items() if on)
+            if text is not None:
+                url = healthz_url(profile, text)
+                out["healthz"] = HealthWaiter(node, cluster, profile).healthz_ok(url)
+        except AbtestError as exc:
+            problems.append(f"api: {exc}")
+    pending = Journal(store).pending(profile.node_name)
+    if pending is not None:
+        out["pending_change"] = {
+            "journal_id": pending.id,
+            "state": pending.state,
+            "settings": pending.applied.get("settings"),
+            "since": pending.created_at,
+        }
+    out["healthy"] = bool(out["ready"] and out["healthz"])
+    return out

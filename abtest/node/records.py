@@ -1,0 +1,119 @@
+"""What an apply or a restore did, as plain records (for the CLI, the sweep and the store)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from abtest.domain import Scalar
+from abtest.errors import ApplyFailed
+from abtest.node.health import HealthReport
+
+
+@dataclass
+class ApplyRecord:
+    """One apply. Times are seconds from sending the restart command to each stage."""
+
+    node_name: str
+    settings: dict[str, Scalar]
+    journal_id: int | None
+    changed: bool  # the config file's bytes changed
+    restarted: bool
+    diff: str
+    original_sha256: str
+    config_sha256: str
+    before: dict[str, Scalar | None] = field(default_factory=dict)
+    health: HealthReport | None = None
+    restart_command_s: float | None = None
+    total_s: float = 0.0
+    messages: list[str] = field(default_factory=list)
+    restore: RestoreRecord | None = None  # filled by `applied()` on exit
+
+    @property
+    def restart_to_healthz_s(self) -> float | None:
+        return self.health.healthz_s if self.health else None
+
+    @property
+    def restart_to_ready_s(self) -> float | None:
+        return self.health.ready_s if self.health else None
+
+    @property
+    def restart_to_verified_s(self) -> float | None:
+        return self.health.verified_s if self.health else None
+
+    @property
+    def verified(self) -> dict[str, dict[str, Any]]:
+        return self.health.verified if self.health else {}
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "node": self.node_name,
+            "settings": self.settings,
+            "journal_id": self.journal_id,
+            "changed": self.changed,
+            "restarted": self.restarted,
+            "original_sha256": self.original_sha256,
+            "config_sha256": self.config_sha256,
+            "before": self.before,
+            "restart_command_s": _r(self.restart_command_s),
+            "total_s": _r(self.total_s),
+            "diff": self.diff,
+            "messages": self.messages,
+        }
+        out.update(self.health.as_dict() if self.health else HealthReport().as_dict())
+        if self.restore is not None:
+            out["restore"] = self.restore.as_dict()
+        return out
+
+
+@dataclass
+class RestoreRecord:
+    node_name: str
+    restored: bool
+    journal_id: int | None
+    message: str
+    config_sha256: str | None = None
+    health: HealthReport | None = None
+    restart_command_s: float | None = None
+    total_s: float = 0.0
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def restart_to_healthz_s(self) -> float | None:
+        return self.health.healthz_s if self.health else None
+
+    @property
+    def restart_to_ready_s(self) -> float | None:
+        return self.health.ready_s if self.health else None
+
+    @property
+    def restart_to_verified_s(self) -> float | None:
+        return self.health.verified_s if self.health else None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "node": self.node_name,
+            "restored": self.restored,
+            "journal_id": self.journal_id,
+            "message": self.message,
+            "config_sha256": self.config_sha256,
+            "restart_command_s": _r(self.restart_command_s),
+            "total_s": _r(self.total_s),
+            "messages": self.messages,
+        }
+        out.update(self.health.as_dict() if self.health else HealthReport().as_dict())
+        return out
+
+
+class RolledBack(ApplyFailed):
+    """The apply failed and the node was rolled back to its original config (healthy)."""
+
+    def __init__(self, message: str, stage: str | None, rollback: RestoreRecord, log_tail: str):
+        super().__init__(message)
+        self.stage = stage  # the health stage that failed, if it was one
+        self.rollback = rollback
+        self.log_tail = log_tail
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)

@@ -1,0 +1,105 @@
+"""One SSH session with a node, and the small read-only questions other layers ask it.
+
+``NodeSession(profile)`` is a context manager over one lazy SSH connection. The batch
+engine uses :meth:`sandbox_count`, :meth:`image_present` and :meth:`kubelet_log_tail`;
+the node controller builds on :attr:`ssh` and :meth:`profile_command`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from types import TracebackType
+
+from abtest.errors import NodeError, UserError
+from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
+from abtest.playbook import NodeProfile
+
+#: An image reference: registry/name:tag or @digest. Nothing a shell would read as syntax.
+IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+_MISSING_IMAGE = re.compile(r"no such image|not found|does not exist", re.IGNORECASE)
+DEFAULT_LOG_LINES = 40
+
+
+class NodeSession:
+    """A node reached through its profile: ``with NodeSession(profile) as node: ...``."""
+
+    def __init__(
+        self,
+        profile: NodeProfile,
+        *,
+        accept_new_host_key: bool = False,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        self.profile = profile
+        self.ssh = Connection(
+            profile.ssh,
+            accept_new_host_key=accept_new_host_key,
+            connect_timeout=connect_timeout,
+        )
+
+    def __enter__(self) -> NodeSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.ssh.close()
+
+    # --- running things ----------------------------------------------------------------
+
+    def profile_command(self, command: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> Result:
+        """Run one of the profile's own (trusted) commands, with sudo if the profile says."""
+        return self.ssh.run_shell(command, sudo=self.profile.sudo, timeout=timeout)
+
+    def run(self, argv: list[str], *, timeout: float = DEFAULT_TIMEOUT_S) -> Result:
+        """Run a program with quoted arguments, with sudo if the profile says."""
+        return self.ssh.run(argv, sudo=self.profile.sudo, timeout=timeout)
+
+    # --- the batch engine's questions ----------------------------------------------------
+
+    def sandbox_count(self) -> int:
+        """How many pod sandboxes the runtime has (non-empty lines of sandbox_count)."""
+        res = self.profile_command(self.profile.sandbox_count_command, timeout=30)
+        res.check(f"counting pod sandboxes ({self.profile.sandbox_count_command!r})")
+        return sum(1 for line in res.stdout.splitlines() if line.strip())
+
+    def image_present(self, image: str) -> bool:
+        """Whether the runtime has ``image`` (by the profile's image_present command)."""
+        if not IMAGE_RE.fullmatch(image):
+            raise UserError(f"invalid image reference {image!r}", "workload.image")
+        template = self.profile.image_present_command
+        command = (
+            template.replace("{image}", shlex.quote(image))
+            if "{image}" in template
+            else f"{template} {shlex.quote(image)}"
+        )
+        res = self.profile_command(command, timeout=30)
+        if res.ok:
+            return bool(res.stdout.strip())
+        if _MISSING_IMAGE.search(res.stderr + res.stdout):
+            return False
+        res.check(f"checking for image {image}")
+        return False  # pragma: no cover - check() raised
+
+    def kubelet_log_tail(self, n: int = DEFAULT_LOG_LINES) -> str:
+        """The kubelet's last ``n`` log lines ("" if the profile has no log_command)."""
+        template = self.profile.log_command
+        if not template or n <= 0:
+            return ""
+        n = int(n)
+        command = template.replace("{lines}", str(n))
+        try:
+            res = self.profile_command(command, timeout=30)
+        except NodeError as exc:
+            return f"(could not fetch the kubelet log: {exc})"
+        if not res.ok:
+            return f"(log command exited {res.rc}: {res.stderr.strip()[-300:]})"
+        lines = res.stdout.splitlines()
+        return "\n".join(lines[-n:])

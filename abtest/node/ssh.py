@@ -1,0 +1,410 @@
+"""SSH to a node: the only module that imports paramiko.
+
+:class:`Connection` is a lazy, context-managed connection in the spirit of fabric's: it
+connects on first use, resolves an alias from the profile's ssh config file (or
+``~/.ssh/config``), authenticates with a key file or the agent, and verifies the host key
+against the profile's known_hosts file (or the user's) - an unknown or changed key is a
+:class:`~abtest.errors.HostKeyError`. ``accept_new_host_key=True`` accepts (and records)
+a key for a host that has none yet; a *changed* key is never accepted.
+
+Commands are argument vectors (:meth:`Connection.run`): every argument is quoted with
+:func:`shlex.quote`, so a value can never become shell syntax. The profile's own commands
+(restart, log, crictl ...) are trusted text and run with :meth:`Connection.run_shell`.
+Files travel by SFTP. Nothing secret (key material, file contents) is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import stat as stat_module
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import paramiko
+
+from abtest.errors import HostKeyError, NodeError
+from abtest.playbook import SSHTarget
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 60.0
+KEEPALIVE_S = 15
+_CHUNK = 1 << 16
+_EOF_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one remote command did. ``stdout_bytes`` is the raw output."""
+
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+    stdout_bytes: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def check(self, what: str) -> Result:
+        """Self if the command succeeded, else a NodeError saying what failed and why."""
+        if self.rc != 0:
+            detail = (self.stderr.strip() or self.stdout.strip())[-600:]
+            raise NodeError(f"{what} failed (exit {self.rc}): {detail or 'no output'}")
+        return self
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mode: int  # permission bits only (e.g. 0o644)
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to connect, after the ssh config alias is resolved."""
+
+    alias: str
+    hostname: str
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    use_agent: bool
+    known_hosts: str
+
+    @property
+    def host_key_name(self) -> str:
+        """The name the host key is stored under in known_hosts (OpenSSH's convention)."""
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+    def describe(self) -> str:
+        return f"{self.user}@{self.hostname}:{self.port}"
+
+
+def resolve(target: SSHTarget) -> Endpoint:
+    """Resolve the profile's host through its ssh config (or ~/.ssh/config).
+
+    Explicit profile fields win over the ssh config, which wins over the defaults.
+    """
+    cfg_path = Path(target.config_file or Path.home() / ".ssh" / "config").expanduser()
+    options: dict[str, Any] = {}
+    if cfg_path.is_file():
+        try:
+            options = dict(paramiko.SSHConfig.from_path(str(cfg_path)).lookup(target.host))
+        except (OSError, paramiko.SSHException) as exc:
+            raise NodeError(f"cannot read ssh config {cfg_path}: {exc}") from None
+    elif target.config_file:
+        raise NodeError(f"ssh config {cfg_path} does not exist (profile ssh.config)")
+    hostname = str(options.get("hostname") or target.host)
+    port = target.port or int(options.get("port") or 22)
+    user = target.user or options.get("user") or _local_user()
+    keys: tuple[str, ...]
+    if target.key_file:
+        keys = (target.key_file,)
+    else:
+        keys = tuple(str(Path(k).expanduser()) for k in options.get("identityfile") or ())
+        keys = tuple(k for k in keys if Path(k).is_file())
+    known = target.known_hosts
+    if not known:
+        files = str(options.get("userknownhostsfile") or "").split()
+        known = files[0] if files else str(Path.home() / ".ssh" / "known_hosts")
+    return Endpoint(
+        alias=target.host,
+        hostname=hostname,
+        port=port,
+        user=str(user),
+        key_files=keys,
+        use_agent=target.use_agent,
+        known_hosts=str(Path(known).expanduser()),
+    )
+
+
+def _local_user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Reject unknown keys (HostKeyError), or record them when explicitly allowed."""
+
+    def __init__(self, endpoint: Endpoint, accept_new: bool) -> None:
+        self.endpoint = endpoint
+        self.accept_new = accept_new
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: Any) -> None:
+        fingerprint = key.fingerprint if hasattr(key, "fingerprint") else "?"
+        if not self.accept_new:
+            raise HostKeyError(
+                f"host key of {hostname} ({key.get_name()} {fingerprint}) is not in "
+                f"{self.endpoint.known_hosts}; verify it and add it, or pass "
+                "--accept-new-host-key to trust it on first use"
+            )
+        path = Path(self.endpoint.known_hosts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with path.open("a", encoding="ascii") as fh:
+            fh.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.warning("accepted new host key for %s (%s) into %s", hostname, fingerprint, path)
+
+
+class Connection:
+    """A lazy SSH connection to one node (connects on first use; ``with`` closes it)."""
+
+    def __init__(
+        self,
+        target: SSHTarget,
+        *,
+        accept_new_host_key: bool = False,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        self.target = target
+        self.accept_new_host_key = accept_new_host_key
+        self.connect_timeout = connect_timeout
+        self.endpoint = resolve(target)
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            with contextlib.suppress(Exception):  # closing a dead channel is not news
+                self._sftp.close()
+            self._sftp = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def reconnect(self) -> None:
+        """Drop the connection (e.g. after an interrupted transfer); the next use reopens."""
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        transport = self._client.get_transport() if self._client else None
+        return bool(transport and transport.is_active())
+
+    def open(self) -> paramiko.SSHClient:
+        if self._client is not None and self.connected:
+            return self._client
+        self.close()
+        ep = self.endpoint
+        known = Path(ep.known_hosts)
+        client = paramiko.SSHClient()
+        if known.is_file():
+            try:
+                client.load_host_keys(str(known))
+            except (OSError, paramiko.SSHException) as exc:
+                raise HostKeyError(f"cannot read known_hosts {known}: {exc}") from None
+        client.set_missing_host_key_policy(_HostKeyPolicy(ep, self.accept_new_host_key))
+        log.debug("ssh connect %s (alias %s)", ep.describe(), ep.alias)
+        try:
+            client.connect(
+                ep.hostname,
+                port=ep.port,
+                username=ep.user,
+                key_filename=cast(Any, list(ep.key_files) or None),
+                allow_agent=ep.use_agent,
+                look_for_keys=not ep.key_files,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+            )
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyError(
+                f"host key of {ep.host_key_name} CHANGED: the server offered "
+                f"{exc.key.get_name()} {exc.key.fingerprint}, {known} has "
+                f"{exc.expected_key.fingerprint}; refusing to connect (fix known_hosts only "
+                "after verifying the new key out of band)"
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise NodeError(f"ssh {ep.describe()}: authentication failed ({exc})") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            client.close()
+            raise NodeError(f"ssh {ep.describe()}: cannot connect ({exc})") from None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(KEEPALIVE_S)
+        self._client = client
+        return client
+
+    # --- commands ---------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        sudo: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stdin: bytes | None = None,
+    ) -> Result:
+        """Run one program with arguments; every argument is shell-quoted."""
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        for a in argv:
+            if "\x00" in a:
+                raise ValueError("an argument contains a NUL byte")
+        command = shlex.join(argv)
+        if sudo:
+            command = "sudo -n -- " + command
+        return self._exec(command, timeout, stdin)
+
+    def run_shell(
+        self,
+        command: str,
+        *,
+        sudo: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stdin: bytes | None = None,
+    ) -> Result:
+        """Run a trusted command line (from the profile) through ``sh -c``."""
+        full = shlex.join(["sh", "-c", command])
+        if sudo:
+            full = "sudo -n -- " + full
+        return self._exec(full, timeout, stdin)
+
+    def _exec(self, command: str, timeout: float, stdin: bytes | None) -> Result:
+        client = self.open()
+        transport = client.get_transport()
+        if transport is None:
+            raise NodeError(f"ssh {self.endpoint.describe()}: no transport")
+        log.debug("ssh %s: %s", self.endpoint.alias, command)
+        try:
+            chan = transport.open_session(timeout=self.connect_timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            where = self.endpoint.describe()
+            raise NodeError(f"ssh {where}: cannot open a channel ({exc})") from None
+        try:
+            chan.settimeout(timeout)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = time.monotonic() + timeout
+            exited_at = 0.0
+            while True:
+                busy = False
+                while chan.recv_ready():
+                    out += chan.recv(_CHUNK)
+                    busy = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(_CHUNK)
+                    busy = True
+                if chan.exit_status_ready() and not busy:
+                    # a daemon started by the command may keep its output open: do not
+                    # wait for EOF for more than a moment after the exit status is in
+                    exited_at = exited_at or time.monotonic()
+                    if chan.eof_received or time.monotonic() - exited_at > _EOF_GRACE_S:
+                        break
+                if time.monotonic() > deadline:
+                    raise NodeError(
+                        f"ssh {self.endpoint.alias}: command timed out after {timeout:.0f} s: "
+                        f"{_short(command)}"
+                    )
+                if not busy:
+                    time.sleep(0.005)
+            rc = chan.recv_exit_status()
+            while chan.recv_ready():
+                out += chan.recv(_CHUNK)
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(_CHUNK)
+        except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise NodeError(f"ssh {self.endpoint.alias}: {_short(command)}: {exc}") from None
+        finally:
+            chan.close()
+        raw = bytes(out)
+        return Result(
+            command=command,
+            rc=rc,
+            stdout=raw.decode("utf-8", errors="replace"),
+            stderr=bytes(err).decode("utf-8", errors="replace"),
+            stdout_bytes=raw,
+        )
+
+    # --- files ------------------------------------------------------------------------
+
+    @property
+    def sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is None or not self.connected:
+            try:
+                self._sftp = self.open().open_sftp()
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                self.close()
+                raise NodeError(f"ssh {self.endpoint.alias}: cannot start SFTP ({exc})") from None
+        return self._sftp
+
+    def read_bytes(self, path: str, *, sudo: bool = False) -> bytes:
+        """A file's bytes by SFTP; through ``sudo cat`` if SFTP may not read it."""
+        try:
+            with self.sftp.open(path, "rb") as fh:
+                return bytes(fh.read())
+        except PermissionError:
+            if not sudo:
+                raise NodeError(f"{self.endpoint.alias}:{path}: permission denied") from None
+        except FileNotFoundError:
+            raise NodeError(f"{self.endpoint.alias}:{path}: no such file") from None
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            self.close()
+            raise NodeError(f"{self.endpoint.alias}:{path}: cannot read ({exc})") from None
+        res = self.run(["cat", "--", path], sudo=True).check(f"reading {path}")
+        return res.stdout_bytes
+
+    def write_bytes(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        """Write a file the SSH user may write (no sudo): create/truncate, then chmod."""
+        try:
+            with self.sftp.open(path, "wb") as fh:
+                fh.set_pipelined(True)
+                fh.write(data)
+            self.sftp.chmod(path, mode)
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            if not isinstance(exc, PermissionError | FileNotFoundError):
+                self.close()
+            raise NodeError(f"{self.endpoint.alias}:{path}: cannot write ({exc})") from None
+
+    def stat(self, path: str) -> FileStat | None:
+        """Owner, mode and size of ``path`` (following symlinks); None if it does not exist."""
+        try:
+            st = self.sftp.stat(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise NodeError(f"{self.endpoint.alias}:{path}: cannot stat ({exc})") from None
+        return FileStat(
+            size=int(st.st_size or 0),
+            mode=stat_module.S_IMODE(st.st_mode or 0),
+            uid=int(st.st_uid or 0),
+            gid=int(st.st_gid or 0),
+        )
+
+
+def _short(command: str, limit: int = 160) -> str:
+    return command if len(command) <= limit else command[: limit - 3] + "..."
