@@ -104,6 +104,10 @@ class NodeProfile:
     text: str = ""
     #: a command that exits 0 while the kubelet runs (lets a failed start fail fast)
     status_command: str | None = None
+    # Cleanup: list the stopped sandboxes of a namespace, and remove sandboxes by id. Empty
+    # means "wait for the kubelet's own container GC" (up to a minute a round).
+    stopped_sandboxes_command: str | None = None
+    sandbox_remove_command: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -274,7 +278,7 @@ def parse_profile(path: Path) -> NodeProfile:
         }
     )
     commands = top.sub("commands")
-    commands.only({"sandbox_count", "image_present"})
+    commands.only({"sandbox_count", "image_present", "stopped_sandboxes", "sandbox_remove"})
     port = ssh.data.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise ssh.error("port", "expected an integer port")
@@ -308,6 +312,8 @@ def parse_profile(path: Path) -> NodeProfile:
         health_timeout_s=top.number("health_timeout_s", default=120.0, minimum=1.0),
         text=path.read_text(encoding="utf-8"),
         status_command=kubelet.opt_text("status_command"),
+        stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
+        sandbox_remove_command=commands.opt_text("sandbox_remove"),
     )
 
 

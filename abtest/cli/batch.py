@@ -122,6 +122,7 @@ def batch(
                     workload=workload,
                     generator=gen,
                     sandbox_count=node.sandbox_count,
+                    reap_sandboxes=lambda: node.remove_stopped_sandboxes(ns),
                     say=say,
                 )
             round_id = record_round(store, run_id, result)

@@ -7,7 +7,7 @@ touches nothing, ``abtest gates`` runs it.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from abtest.catalog import load_catalog, select_factors
@@ -60,6 +60,7 @@ class SweepPlan:
     arms: tuple[Arm, ...]
     schedule: Schedule
     profiles: tuple[NodeProfile, ...]
+    options: PlanOptions = field(default_factory=lambda: PlanOptions())
     estimate: Estimate | None = field(default=None)
 
     def to_dict(self) -> dict[str, object]:
@@ -78,6 +79,10 @@ class SweepPlan:
                 "observe_s": self.playbook.generator.observe_s,
             },
             "schedule": self.schedule.to_dict(),
+            # what the user asked for, so `gates --resume` rebuilds the identical plan
+            "options": {
+                k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.options).items()
+            },
         }
         if self.estimate:
             out["estimate"] = {
@@ -129,7 +134,13 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     if len(set(nodes)) != len(nodes):
         raise UserError("the same node is named twice", "--profile", "give each node once")
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
-    return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles)
+    return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
+
+
+def options_from_json(data: dict[str, object]) -> PlanOptions:
+    """The inverse of SweepPlan.to_dict()["options"]."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return PlanOptions(**fields)  # type: ignore[arg-type]
 
 
 def _profile_ref(pb: Playbook, name: str) -> str:

@@ -1,0 +1,136 @@
+"""What a running sweep shows: a rich progress display on a terminal, one plain line per
+round otherwise; and the closing per-size summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pandas as pd
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from abtest.cli.render import err_console
+from abtest.experiment.plan import SweepPlan
+
+
+class SweepDisplay:
+    def __init__(self, plan: SweepPlan, json_out: bool, run_id_file: Path | None) -> None:
+        self.plan = plan
+        self.total = len(plan.schedule.slots) * len(plan.profiles)
+        self.done = 0
+        self.run_id_file = run_id_file
+        self.live = sys.stderr.isatty() and not json_out
+        self.progress: Progress | None = None
+        self.task: Any = None
+        self.last = ""
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> SweepDisplay:
+        if self.live:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+            )
+            self.progress.__enter__()
+            self.task = self.progress.add_task("starting", total=self.total)
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(t, e, tb)
+
+    def _line(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, highlight=False)
+        else:
+            stamp = time.strftime("%H:%M:%S")
+            print(f"[{stamp}] {text}", file=sys.stderr, flush=True)
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "run":
+            verb = "resuming" if data["resumed"] else "run"
+            self._line(
+                f"{verb} {data['run_id']}: {len(self.plan.arms)} arms, "
+                f"{self.plan.schedule.blocks} blocks, sizes {list(self.plan.schedule.sizes)}"
+            )
+            if self.run_id_file:
+                self.run_id_file.write_text(data["run_id"] + "\n")
+        elif kind == "apply":
+            self._describe(f"block {data['block'] + 1} · {data['arm']} · applying")
+        elif kind == "applied":
+            secs = data.get("restart_to_verified_s")
+            self._line(
+                f"{data['node']}: {data['arm']} in effect"
+                + (f" ({secs:.1f} s restart→verified)" if secs else "")
+            )
+        elif kind == "round_start":
+            s = data["slot"]
+            warm = " warm-up" if s.warmup else ""
+            self._describe(f"block {s.block + 1} · {s.arm} · {s.size} pods{warm} · {self.last}")
+        elif kind == "round_done":
+            s, r = data["slot"], data["result"]
+            self.done += 1
+            ready = r.summary.batch_ready_s
+            self.last = f"last {ready:.2f} s" if ready is not None else "last: not ready"
+            status = "accepted" if r.accepted else f"REJECTED ({r.reason})"
+            self._line(
+                f"{data['node']} block {s.block + 1} {s.arm} {s.size} pods"
+                f"{' warm-up' if s.warmup else ''}: batch ready "
+                f"{'-' if ready is None else f'{ready:.3f} s'}, {status} "
+                f"[{self.done}/{self.total}]"
+            )
+            if self.progress is not None:
+                self.progress.update(self.task, completed=self.done)
+        elif kind in ("arm_failed",):
+            self._line(f"{data['node']}: arm {data['arm']} FAILED to apply: {data['reason']}")
+        elif kind == "restore":
+            self._line(f"{data['node']}: restoring the original kubelet config")
+        elif kind == "restored":
+            self._line(f"{data['node']}: original config back, kubelet healthy")
+        elif kind == "end":
+            self._line(
+                f"run {data['run_id']} {data['status']}"
+                + (f": {data['reason']}" if data.get("reason") else "")
+            )
+
+    def _describe(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=text)
+
+
+def summary_rows(rounds: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:
+    """Per size: each arm's mean batch ready time and percent change vs baseline
+    (accepted, non-warm-up rounds; the full report has the intervals)."""
+    headers = ["size", "arm", "rounds", "mean batch ready (s)", "change vs baseline"]
+    if rounds.empty:
+        return headers, []
+    ok = rounds[(rounds["accepted"] == 1) & (rounds["warmup"] == 0)]
+    rows: list[list[Any]] = []
+    for _, by_size in ok.groupby("size"):
+        means = by_size.groupby("arm")["batch_ready_s"].agg(["mean", "count"])
+        base = means["mean"].get("baseline")
+        for arm, row in means.iterrows():
+            change = (
+                ""
+                if base is None or arm == "baseline"
+                else f"{(row['mean'] - base) / base * 100:+.1f} %"
+            )
+            rows.append(
+                [
+                    int(by_size["size"].iloc[0]),
+                    arm,
+                    int(row["count"]),
+                    round(float(row["mean"]), 3),
+                    change,
+                ]
+            )
+    return headers, rows

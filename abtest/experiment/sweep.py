@@ -1,0 +1,383 @@
+"""The sweep: arms x sizes x blocks on one or more nodes, crash-safe, always restoring.
+
+Per node: pre-flight, then for each visit of the block schedule the node is configured
+once (verified in effect by the node layer), an optional warm-up round runs, then every
+size in the visit's random order. Every finished round is committed before the next
+starts, so `--resume` continues exactly where a run stopped. Whatever happens (error,
+Ctrl-C, SIGTERM) the node's original config is put back and verified before we return.
+
+Several nodes run the same schedule concurrently, one thread each; a node is then a block
+factor in the analysis. One node is the N=1 case of the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from abtest.batch.record import record_round
+from abtest.batch.round import run_round
+from abtest.batch.run_record import finish_run, new_run, probe_environment
+from abtest.cluster.client import Cluster, connect
+from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
+from abtest.cluster.pods import count_pods
+from abtest.domain import Arm
+from abtest.errors import AbtestError, ApplyFailed, ClusterError, NodeError, UserError
+from abtest.experiment.plan import SweepPlan
+from abtest.experiment.schedule import RoundKey, RoundSlot, Visit
+from abtest.node.control import NodeController
+from abtest.node.preflight import check as preflight_check
+from abtest.node.session import NodeSession
+from abtest.node.signals import Interrupted
+from abtest.playbook import NodeProfile
+from abtest.store.db import Store, now_iso
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+class SweepStopped(AbtestError):
+    """Another node's worker asked everyone to stop (multi-node runs)."""
+
+
+@dataclass
+class NodeOutcome:
+    node_name: str
+    status: str  # finished | interrupted | failed
+    reason: str | None = None
+    rounds: int = 0
+    failed_arms: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SweepResult:
+    run_id: str
+    status: str
+    nodes: list[NodeOutcome]
+    wall_s: float
+
+
+@dataclass
+class SweepOptions:
+    fail_fast: bool = False
+    accept_new_host_key: bool = False
+    break_lock: bool = False
+    command: str | None = None
+
+
+def done_keys(store: Store, run_id: str, node_name: str) -> set[RoundKey]:
+    rows = store.query(
+        "SELECT block, arm, size, warmup FROM rounds WHERE run_id = ? AND node_name = ?",
+        (run_id, node_name),
+    )
+    return {(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows}
+
+
+def failed_arms(store: Store, run_id: str) -> dict[str, str]:
+    rows = store.query(
+        "SELECT name, failure FROM arms WHERE run_id = ? AND status = 'failed'", (run_id,)
+    )
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
+    first = plan.profiles[0]
+    cluster = connect(first.kubeconfig)
+    env = {
+        p.node_name: probe_environment(connect(p.kubeconfig), p.node_name) for p in plan.profiles
+    }
+    run_id = new_run(
+        store,
+        "sweep",
+        command=opts.command,
+        profile=first,
+        node_name=first.node_name,
+        playbook=plan.playbook,
+        env=env[first.node_name] | {"nodes": env},
+        plan=plan.to_dict(),
+    )
+    del cluster
+    store.update(
+        "runs",
+        {"id": run_id},
+        {"catalog_name": plan.catalog.name, "design": plan.design, "seed": plan.schedule.seed},
+    )
+    store.insert_many(
+        "arms",
+        [
+            {
+                "run_id": run_id,
+                "name": a.name,
+                "on_json": sorted(a.on),
+                "settings_json": a.settings_dict(),
+            }
+            for a in plan.arms
+        ],
+    )
+    return run_id
+
+
+class NodeSweep:
+    """One node's share of a sweep."""
+
+    def __init__(
+        self,
+        plan: SweepPlan,
+        profile: NodeProfile,
+        store: Store,
+        run_id: str,
+        opts: SweepOptions,
+        emit: Event,
+        stop: threading.Event,
+    ) -> None:
+        self.plan, self.profile, self.store, self.run_id = plan, profile, store, run_id
+        self.opts, self.emit, self.stop = opts, emit, stop
+        self.outcome = NodeOutcome(profile.node_name, "running")
+
+    def preflight(self, cluster: Cluster) -> None:
+        settings = {k: v for arm in self.plan.arms for k, v in arm.settings}
+        report = preflight_check(
+            self.profile,
+            settings,
+            store=self.store,
+            image=self.plan.playbook.workload.image,
+            accept_new_host_key=self.opts.accept_new_host_key,
+        )
+        problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
+        leftover = 0
+        try:
+            check_owned(cluster, self.plan.playbook.namespace)
+        except NamespaceNotOwned as exc:
+            problems.append(str(exc))
+        except ClusterError:
+            pass  # it does not exist yet: created right after the pre-flight
+        else:
+            leftover = count_pods(cluster, self.plan.playbook.namespace, "")
+        if leftover:
+            problems.append(
+                f"namespace {self.plan.playbook.namespace}: {leftover} pods already there"
+            )
+        if problems:
+            raise NodeError(
+                f"pre-flight failed on {self.profile.node_name}, nothing was changed: "
+                + "; ".join(problems)
+            )
+        self.emit("preflight", {"node": self.profile.node_name, "ok": True})
+
+    def run(self) -> NodeOutcome:
+        gen = self.plan.playbook.generator
+        cluster = connect(self.profile.kubeconfig, pool_size=max(32, gen.concurrency + 8))
+        self.preflight(cluster)
+        ensure_namespace(cluster, self.plan.playbook.namespace)
+        done = done_keys(self.store, self.run_id, self.profile.node_name)
+        failed = failed_arms(self.store, self.run_id)
+        with (
+            NodeController(
+                self.profile,
+                self.store,
+                accept_new_host_key=self.opts.accept_new_host_key,
+                break_lock=self.opts.break_lock,
+                progress=lambda m: self.emit("node", {"msg": m}),
+            ) as ctl,
+            NodeSession(self.profile) as session,
+        ):
+            try:
+                for visit in self.plan.schedule.visits:
+                    slots = [s for s in self._slots(visit) if s.key not in done]
+                    if not slots or visit.arm in failed:
+                        continue
+                    if self.stop.is_set():
+                        raise SweepStopped("stopped because another node failed")
+                    self._visit(ctl, session, cluster, visit, slots, failed)
+                self.outcome.status = "finished"
+            except Interrupted as exc:
+                self.outcome.status, self.outcome.reason = "interrupted", str(exc)
+                raise
+            except BaseException as exc:
+                self.outcome.status, self.outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                with ctl.guard.shield():
+                    if ctl.journal.pending(ctl.node) is not None:
+                        self.emit("restore", {"node": self.profile.node_name})
+                        rec = ctl.restore()
+                        self.emit(
+                            "restored",
+                            {
+                                "node": self.profile.node_name,
+                                "total_s": getattr(rec, "total_s", None),
+                            },
+                        )
+        self.outcome.failed_arms = failed
+        return self.outcome
+
+    def _slots(self, visit: Visit) -> list[RoundSlot]:
+        return [s for s in self.plan.schedule.slots if s.visit_index == visit.index]
+
+    def _visit(
+        self,
+        ctl: NodeController,
+        session: NodeSession,
+        cluster: Cluster,
+        visit: Visit,
+        slots: list[RoundSlot],
+        failed: dict[str, str],
+    ) -> None:
+        arm: Arm = self.plan.schedule.arm(visit.arm)
+        node = self.profile.node_name
+        visit_id = self.store.insert(
+            "visits",
+            {
+                "run_id": self.run_id,
+                "node_name": node,
+                "block": visit.block,
+                "position": visit.position,
+                "arm": arm.name,
+                "started_at": now_iso(),
+            },
+        )
+        self.emit("apply", {"node": node, "block": visit.block, "arm": arm.name})
+        try:
+            rec = ctl.apply(arm.settings_dict(), force_restart=True)
+        except ApplyFailed as exc:
+            failed[arm.name] = str(exc)
+            self.store.update(
+                "visits", {"id": visit_id}, {"error": str(exc), "finished_at": now_iso()}
+            )
+            self.store.update(
+                "arms",
+                {"run_id": self.run_id, "name": arm.name},
+                {"status": "failed", "failure": str(exc)},
+            )
+            self.emit("arm_failed", {"node": node, "arm": arm.name, "reason": str(exc)})
+            if self.opts.fail_fast:
+                raise
+            return
+        health = rec.health
+        self.store.update(
+            "visits",
+            {"id": visit_id},
+            {
+                "applied": 1,
+                "restart_to_healthz_s": rec.restart_to_healthz_s,
+                "restart_to_ready_s": rec.restart_to_ready_s,
+                "restart_to_verified_s": getattr(rec, "restart_to_verified_s", None),
+                "verified_json": json.dumps(getattr(health, "verified", {}) or {}, default=str),
+                "config_sha256": rec.config_sha256,
+            },
+        )
+        self.emit(
+            "applied",
+            {
+                "node": node,
+                "arm": arm.name,
+                "restart_to_verified_s": getattr(rec, "restart_to_verified_s", None),
+            },
+        )
+        pb = self.plan.playbook
+        for slot in slots:
+            if self.stop.is_set():
+                raise SweepStopped("stopped because another node failed")
+            self.emit("round_start", {"node": node, "slot": slot})
+            result = run_round(
+                cluster,
+                node_name=node,
+                namespace=pb.namespace,
+                size=slot.size,
+                run_id=self.run_id,
+                workload=pb.workload,
+                generator=pb.generator,
+                sandbox_count=session.sandbox_count,
+                reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
+            )
+            record_round(
+                self.store,
+                self.run_id,
+                result,
+                arm=arm.name,
+                ordinal=slot.ordinal,
+                block=slot.block,
+                visit_id=visit_id,
+                warmup=slot.warmup,
+            )
+            self.outcome.rounds += 1
+            self.emit("round_done", {"node": node, "slot": slot, "result": result})
+        self.store.update("visits", {"id": visit_id}, {"finished_at": now_iso()})
+
+
+def run_sweep(
+    plan: SweepPlan,
+    store: Store,
+    opts: SweepOptions,
+    emit: Event,
+    resume_run_id: str | None = None,
+) -> SweepResult:
+    t0 = time.monotonic()
+    if resume_run_id:
+        run_id = resume_run_id
+        store.update("runs", {"id": run_id}, {"status": "running", "stop_reason": None})
+    else:
+        run_id = start_run(store, plan, opts)
+    emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
+    stop = threading.Event()
+    workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop) for p in plan.profiles]
+    status, reason = "finished", None
+    try:
+        if len(workers) == 1:
+            workers[0].run()
+        else:
+            _run_concurrently(workers, stop)
+    except Interrupted as exc:
+        status, reason = "interrupted", str(exc)
+        raise
+    except (AbtestError, UserError) as exc:
+        status, reason = "failed", str(exc)
+        raise
+    except BaseException as exc:
+        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        if status == "finished" and any(w.outcome.failed_arms for w in workers):
+            failed = sorted({a for w in workers for a in w.outcome.failed_arms})
+            reason = f"arms failed to apply and were skipped: {', '.join(failed)}"
+        finish_run(store, run_id, status, reason)
+        emit("end", {"run_id": run_id, "status": status, "reason": reason})
+    return SweepResult(run_id, status, [w.outcome for w in workers], time.monotonic() - t0)
+
+
+def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
+    """Each node in its own thread; the first failure stops the others at a round boundary
+    (each restores its node). Signals land in the main thread, which sets the stop flag."""
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        futures = [pool.submit(w.run) for w in workers]
+        try:
+            errors = []
+            for f in futures:
+                try:
+                    f.result()
+                except BaseException as exc:  # collected per node, re-raised below
+                    stop.set()
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+        except BaseException:
+            stop.set()
+            raise
+
+
+def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
+    """Refuse to resume a run with a different schedule than it was started with."""
+    row = store.run_row(run_id)
+    stored = json.loads(row["plan_json"] or "{}").get("schedule")
+    if stored != json.loads(json.dumps(plan.to_dict()["schedule"], default=str)):
+        raise UserError(
+            f"run {run_id} was planned differently (playbook, seed, rounds, sizes or arms)",
+            "--resume",
+            "resume with the same flags and playbook as the original run",
+        )
+    if row["kind"] != "sweep":
+        raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
