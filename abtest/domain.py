@@ -49,6 +49,8 @@ class Arm:
     name: str
     on: frozenset[str]
     settings: tuple[tuple[str, Scalar], ...] = field(default=())
+    # A kubelet binary (a file on the node) installed for this arm; None: the node's own.
+    kubelet_binary: str | None = None
 
     def settings_dict(self) -> dict[str, Scalar]:
         return dict(self.settings)

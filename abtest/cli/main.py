@@ -9,6 +9,7 @@ import typer
 from abtest import __version__
 from abtest.cli import analyze, batch, gates, lab, node, plan, regress, report, runs
 from abtest.errors import AbtestError, UserError
+from abtest.node.signals import Interrupted
 
 app = typer.Typer(
     help="A/B test kubelet feature gates and config fields on batch pod start-up.",
@@ -45,6 +46,10 @@ def main() -> None:
         app()
     except UserError as exc:
         typer.secho(f"abtest: error: {exc.one_line()}", err=True, fg="red")
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        # The node was restored before this propagated (finally blocks in the node layer).
+        typer.secho(f"abtest: {exc}; the node was restored", err=True, fg="yellow")
         sys.exit(exc.exit_code)
     except AbtestError as exc:
         # Expected operational failures (node, cluster, lab): one line, their own exit code.

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from abtest.cli import options as o
-from abtest.cli.render import console, print_json
+from abtest.cli.render import console, err_console, print_json
 from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
@@ -110,11 +110,11 @@ def regress(
         )
         try:
             with Store(db) as store:
-                result = run_live(live, store, say=lambda m: console.print(m, highlight=False))
+                result = run_live(live, store, say=lambda m: err_console.print(m, highlight=False))
         except UserError:
             raise
         except AbtestError as exc:
-            console.print(f"[red]could not measure: {exc}[/red]")
+            err_console.print(f"[red]could not measure: {exc}[/red]")
             raise typer.Exit(EXIT_COULD_NOT_MEASURE) from None
     _emit(result, junit, summary, json_out)
     raise typer.Exit(result.exit_code)

@@ -30,12 +30,14 @@ from abtest.domain import Arm
 from abtest.errors import AbtestError, ApplyFailed, ClusterError, NodeError, UserError
 from abtest.experiment.plan import SweepPlan
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit
+from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
 from abtest.node.preflight import check as preflight_check
 from abtest.node.session import NodeSession
 from abtest.node.signals import Interrupted
 from abtest.playbook import NodeProfile
 from abtest.store.db import Store, now_iso
+from abtest.store.journal import Journal
 
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -67,6 +69,7 @@ class SweepOptions:
     accept_new_host_key: bool = False
     break_lock: bool = False
     command: str | None = None
+    kind: str = "sweep"  # the run's kind: sweep, or regress for the regression gate
 
 
 def done_keys(store: Store, run_id: str, node_name: str) -> set[RoundKey]:
@@ -86,13 +89,12 @@ def failed_arms(store: Store, run_id: str) -> dict[str, str]:
 
 def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
     first = plan.profiles[0]
-    cluster = connect(first.kubeconfig)
     env = {
         p.node_name: probe_environment(connect(p.kubeconfig), p.node_name) for p in plan.profiles
     }
     run_id = new_run(
         store,
-        "sweep",
+        opts.kind,
         command=opts.command,
         profile=first,
         node_name=first.node_name,
@@ -100,7 +102,6 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
         env=env[first.node_name] | {"nodes": env},
         plan=plan.to_dict(),
     )
-    del cluster
     store.update(
         "runs",
         {"id": run_id},
@@ -113,7 +114,8 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
                 "run_id": run_id,
                 "name": a.name,
                 "on_json": sorted(a.on),
-                "settings_json": a.settings_dict(),
+                "settings_json": a.settings_dict()
+                | ({"kubelet.binary": a.kubelet_binary} if a.kubelet_binary else {}),
             }
             for a in plan.arms
         ],
@@ -137,6 +139,8 @@ class NodeSweep:
         self.plan, self.profile, self.store, self.run_id = plan, profile, store, run_id
         self.opts, self.emit, self.stop = opts, emit, stop
         self.outcome = NodeOutcome(profile.node_name, "running")
+        self.uses_binaries = any(a.kubelet_binary for a in plan.arms)
+        self.upto_block: int | None = None  # run only blocks below this (regress looks)
 
     def preflight(self, cluster: Cluster) -> None:
         settings = {k: v for arm in self.plan.arms for k, v in arm.settings}
@@ -148,6 +152,15 @@ class NodeSweep:
             accept_new_host_key=self.opts.accept_new_host_key,
         )
         problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
+        binaries = sorted({a.kubelet_binary for a in self.plan.arms if a.kubelet_binary})
+        if binaries:
+            with NodeSession(self.profile) as session:
+                installer = KubeletBinary(session, Journal(self.store))
+                for path in binaries:
+                    try:
+                        installer.require_candidate(path)
+                    except NodeError as exc:
+                        problems.append(str(exc))
         leftover = 0
         try:
             check_owned(cluster, self.plan.playbook.namespace)
@@ -187,6 +200,8 @@ class NodeSweep:
         ):
             try:
                 for visit in self.plan.schedule.visits:
+                    if self.upto_block is not None and visit.block >= self.upto_block:
+                        break
                     slots = [s for s in self._slots(visit) if s.key not in done]
                     if not slots or visit.arm in failed:
                         continue
@@ -202,7 +217,7 @@ class NodeSweep:
                 raise
             finally:
                 with ctl.guard.shield():
-                    if ctl.journal.pending(ctl.node) is not None:
+                    if ctl.has_pending_change():
                         self.emit("restore", {"node": self.profile.node_name})
                         rec = ctl.restore()
                         self.emit(
@@ -242,6 +257,8 @@ class NodeSweep:
         )
         self.emit("apply", {"node": node, "block": visit.block, "arm": arm.name})
         try:
+            if self.uses_binaries:
+                ctl.install_kubelet_binary(arm.kubelet_binary)
             rec = ctl.apply(arm.settings_dict(), force_restart=True)
         except ApplyFailed as exc:
             failed[arm.name] = str(exc)
@@ -315,6 +332,7 @@ def run_sweep(
     opts: SweepOptions,
     emit: Event,
     resume_run_id: str | None = None,
+    upto_block: int | None = None,
 ) -> SweepResult:
     t0 = time.monotonic()
     if resume_run_id:
@@ -325,6 +343,8 @@ def run_sweep(
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
     stop = threading.Event()
     workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop) for p in plan.profiles]
+    for w in workers:
+        w.upto_block = upto_block
     status, reason = "finished", None
     try:
         if len(workers) == 1:

@@ -30,6 +30,7 @@ from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node import remote_files as rf
+from abtest.node.binary import KubeletBinary
 from abtest.node.health import (
     Expectation,
     HealthReport,
@@ -332,6 +333,24 @@ class NodeController:
         journal entry), restart, verify healthy. A no-op with a message if nothing pends."""
         entry = self.journal.pending(self.node)
         with self.guard.shield():
+            binary = KubeletBinary(self.session, self.journal)
+            if binary.journal.pending(self.node, kind="binary") is not None:
+                self._hold_lock("restore the kubelet binary", self._binary_token())
+                binary.put_back()
+                self.progress(f"original kubelet binary back at {binary.path}")
+                if entry is None:
+                    t0 = time.monotonic()
+                    text = _text(self.read_config(), self.config_path)
+                    health, restart_s = self.restart_and_wait([], text)
+                    return RestoreRecord(
+                        node_name=self.node,
+                        restored=True,
+                        journal_id=None,
+                        message="original kubelet binary back",
+                        health=health,
+                        restart_command_s=restart_s,
+                        total_s=time.monotonic() - t0,
+                    )
             if entry is None:
                 if rf.stat_file(self.ssh, self.backup_path, sudo=self.sudo) is None:
                     return RestoreRecord(
@@ -360,6 +379,29 @@ class NodeController:
             else:
                 self._hold_lock(f"restore journal #{entry.id}", entry.applied.get("lock_token"))
             return self._put_back(entry, "restored by abtest node restore")
+
+    def install_kubelet_binary(self, candidate: str | None) -> str:
+        """Put ``candidate`` (a file on the node; None: the original) at the profile's
+        kubelet binary path, journaled and verified; returns its sha256. Takes effect at the
+        next restart (the next ``apply(..., force_restart=True)``)."""
+        binary = KubeletBinary(self.session, self.journal)
+        if candidate is not None:
+            binary.require_candidate(candidate)  # before the lock or anything else changes
+        self._hold_lock(f"kubelet binary {candidate or 'original'}", self._binary_token())
+        with self.guard.shield():
+            return binary.install(candidate).sha256
+
+    def has_pending_change(self) -> bool:
+        """A config or binary change of ours is in effect (restore() puts both back)."""
+        return (
+            self.journal.pending(self.node) is not None
+            or self.journal.pending(self.node, kind="binary") is not None
+        )
+
+    def _binary_token(self) -> str | None:
+        entry = self.journal.pending(self.node)
+        token = entry.applied.get("lock_token") if entry else None
+        return str(token) if token else None
 
     def _put_back(self, entry: JournalEntry, why: str) -> RestoreRecord:
         t0 = time.monotonic()

@@ -104,13 +104,13 @@ class Journal:
             raise KeyError(entry_id)
         return _entry(rows[0])
 
-    def pending(self, node_name: str) -> JournalEntry | None:
-        """The node's newest unfinished change, if any."""
+    def pending(self, node_name: str, kind: str = "config") -> JournalEntry | None:
+        """The node's newest unfinished change of one kind (config or binary), if any."""
         marks = ", ".join("?" for _ in PENDING)
         rows = self.store.query(
-            f"SELECT * FROM node_journal WHERE node_name = ? AND state IN ({marks}) "
+            f"SELECT * FROM node_journal WHERE node_name = ? AND kind = ? AND state IN ({marks}) "
             "ORDER BY id DESC LIMIT 1",
-            (node_name, *PENDING),
+            (node_name, kind, *PENDING),
         )
         return _entry(rows[0]) if rows else None
 

@@ -1,0 +1,168 @@
+"""The regression gate measured live: reference and candidate node states as the two arms
+of the sweep engine, in randomized blocks, looking at fixed block counts and adding blocks
+while the verdict is INCONCLUSIVE (see ``regress.look_schedule`` and the Bonferroni spending
+in ``abtest.stats.regression``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from abtest.domain import Arm, Catalog, Scalar
+from abtest.errors import AbtestError, UserError
+from abtest.experiment.plan import PlanOptions, SweepPlan
+from abtest.experiment.regress import analysable_rounds, decide, look_schedule
+from abtest.experiment.schedule import build_schedule
+from abtest.experiment.sweep import SweepOptions, run_sweep
+from abtest.node.binary import check_path
+from abtest.node.kubelet_config import parse_set_option
+from abtest.playbook import Playbook, load_profile
+from abtest.stats import overall_verdict
+from abtest.stats.gate import GateResult
+from abtest.store.db import Store
+
+
+class CouldNotMeasure(AbtestError):
+    """The gate could not produce a decision from real measurements (exit 4)."""
+
+    exit_code = 4
+
+
+@dataclass(frozen=True)
+class NodeState:
+    binary: str | None
+    settings: tuple[tuple[str, Scalar], ...]
+
+
+@dataclass(frozen=True)
+class LiveGateOptions:
+    profile: str
+    playbook: Playbook
+    reference: str
+    candidate: str
+    sizes: tuple[int, ...]
+    metrics: tuple[str, ...]
+    margin_pct: float
+    confidence: float
+    rounds: int
+    max_rounds: int
+    seed: int
+    accept_new_host_key: bool = False
+
+
+def parse_spec(spec: str, flag: str) -> NodeState:
+    """`default`, or comma-separated `binary=/path/on/node` and `PATH=VALUE` settings."""
+    text = spec.strip()
+    if text in ("", "default"):
+        return NodeState(None, ())
+    binary: str | None = None
+    settings: list[tuple[str, Scalar]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item.startswith("binary="):
+            binary = check_path(item.removeprefix("binary="), flag)
+            continue
+        try:
+            settings.append(parse_set_option(item))
+        except UserError as exc:
+            raise UserError(exc.what, flag, "e.g. featureGates.X=true,kubeAPIQPS=5") from None
+    return NodeState(binary, tuple(settings))
+
+
+def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
+    ref, cand = parse_spec(opts.reference, "--reference"), parse_spec(opts.candidate, "--candidate")
+    arms = (
+        Arm("reference", frozenset(), ref.settings, ref.binary),
+        Arm("candidate", frozenset(), cand.settings, cand.binary),
+    )
+    pb = opts.playbook
+    schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)
+    catalog = Catalog("regress", "regress", "reference vs candidate", ())
+    return SweepPlan(
+        pb,
+        catalog,
+        (),
+        "regress",
+        arms,
+        schedule,
+        (load_profile(opts.profile),),
+        PlanOptions(
+            playbook=pb.source,
+            profiles=(opts.profile,),
+            rounds=blocks,
+            sizes=opts.sizes,
+            seed=opts.seed,
+        ),
+    )
+
+
+def run_live(opts: LiveGateOptions, store: Store, say: Callable[[str], None]) -> GateResult:
+    looks = look_schedule(opts.rounds, opts.max_rounds)
+    plan = build_gate_plan(opts, looks[-1])
+    sweep_opts = SweepOptions(kind="regress", accept_new_host_key=opts.accept_new_host_key)
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        if kind == "round_done":
+            s, r = data["slot"], data["result"]
+            ready = r.summary.batch_ready_s
+            say(
+                f"block {s.block + 1} {s.arm} {s.size} pods: "
+                f"{'-' if ready is None else f'{ready:.3f} s'}"
+                f"{'' if r.accepted else f' REJECTED ({r.reason})'}"
+            )
+        elif kind in ("arm_failed", "end"):
+            say(f"{kind}: {data.get('reason') or data.get('status')}")
+
+    run_id: str | None = None
+    for number, blocks in enumerate(looks, start=1):
+        say(f"look {number}/{len(looks)}: measuring up to {blocks} blocks")
+        result = run_sweep(plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks)
+        run_id = result.run_id
+        failed = [a for n in result.nodes for a in n.failed_arms]
+        if failed:
+            raise CouldNotMeasure(f"run {run_id}: {', '.join(failed)} could not be applied")
+        rounds = analysable_rounds(store, run_id)
+        short = _short_of_rounds(rounds, opts.sizes)
+        if short:
+            if number == len(looks):
+                raise CouldNotMeasure(
+                    f"run {run_id}: too few accepted rounds ({short}); rounds were rejected, "
+                    "see `abtest report`"
+                )
+            continue  # rejected rounds: no decision at this look, more blocks come
+        decisions = decide(
+            rounds,
+            reference="reference",
+            candidate="candidate",
+            sizes=list(opts.sizes),
+            metrics=list(opts.metrics),
+            margin_pct=opts.margin_pct,
+            confidence=opts.confidence,
+            look=number,
+            max_looks=len(looks),
+        )
+        verdict = overall_verdict(decisions)
+        if verdict != "INCONCLUSIVE" or number == len(looks):
+            return GateResult(
+                decisions,
+                verdict,
+                number,
+                len(looks),
+                blocks,
+                f"live run {run_id} on {plan.profiles[0].node_name}",
+                run_id,
+            )
+    raise AssertionError("unreachable: the last look always returns")
+
+
+def _short_of_rounds(rounds: Any, sizes: tuple[int, ...]) -> str:
+    """Which (arm, size) have fewer than 2 accepted rounds ("" when none)."""
+    short = []
+    for size in sizes:
+        for arm in ("reference", "candidate"):
+            n = int(((rounds["arm"] == arm) & (rounds["size"] == size)).sum())
+            if n < 2:
+                short.append(f"{arm} at {size} pods: {n}")
+    return ", ".join(short)
