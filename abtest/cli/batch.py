@@ -9,12 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from abtest.batch.model import RoundResult
-from abtest.batch.record import record_round
-from abtest.batch.round import run_round
-from abtest.batch.run_record import finish_run, new_run, probe_environment
 from abtest.cli.render import console, err_console, print_json, print_table
-from abtest.cluster.client import connect
-from abtest.cluster.namespaces import ensure_namespace
+from abtest.experiment.single_batch import run_single_batch
 from abtest.playbook import Generator, Workload, load_playbook, load_profile
 from abtest.store.db import Store
 
@@ -102,37 +98,17 @@ def batch(
     def say(line: str) -> None:
         err_console.print(f"[dim]{line}[/]", highlight=False)
 
-    cluster = connect(prof.kubeconfig, pool_size=max(32, gen.concurrency + 8))
-    ensure_namespace(cluster, ns)
-    # Imported here: the node layer is only needed once a round really runs.
-    from abtest.node.session import NodeSession
-
     with Store(db) as store:
-        env = probe_environment(cluster, prof.node_name)
-        plan = {"size": pods, "namespace": ns, "generator": vars(gen), "workload": vars(workload)}
-        run_id = new_run(store, "batch", profile=prof, playbook=book, env=env, plan=plan)
-        try:
-            with NodeSession(prof) as node:
-                result = run_round(
-                    cluster,
-                    node_name=prof.node_name,
-                    namespace=ns,
-                    size=pods,
-                    run_id=run_id,
-                    workload=workload,
-                    generator=gen,
-                    sandbox_count=node.sandbox_count,
-                    reap_sandboxes=lambda: node.remove_stopped_sandboxes(ns),
-                    say=say,
-                )
-            round_id = record_round(store, run_id, result)
-        except KeyboardInterrupt:
-            finish_run(store, run_id, "interrupted", "interrupted by the user")
-            raise
-        except BaseException as exc:
-            finish_run(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
-            raise
-        finish_run(store, run_id, "finished", None if result.cleanup_ok else result.cleanup_note)
+        run_id, round_id, result = run_single_batch(
+            store,
+            prof,
+            pods=pods,
+            namespace=ns,
+            workload=workload,
+            generator=gen,
+            playbook=book,
+            say=say,
+        )
 
     if json_out:
         print_json(as_json(run_id, round_id, result))
