@@ -29,7 +29,7 @@ from abtest.cluster.pods import count_pods
 from abtest.domain import Arm
 from abtest.errors import AbtestError, ApplyFailed, ClusterError, NodeError, UserError
 from abtest.experiment.plan import SweepPlan
-from abtest.experiment.schedule import RoundKey, RoundSlot, Visit
+from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
 from abtest.node.preflight import check as preflight_check
@@ -188,6 +188,8 @@ class NodeSweep:
         ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)
         failed = failed_arms(self.store, self.run_id)
+        # a resumed visit restarts the kubelet, so its warm-up (if any) runs again
+        todo = remaining(self.plan.schedule, done)
         with (
             NodeController(
                 self.profile,
@@ -202,7 +204,7 @@ class NodeSweep:
                 for visit in self.plan.schedule.visits:
                     if self.upto_block is not None and visit.block >= self.upto_block:
                         break
-                    slots = [s for s in self._slots(visit) if s.key not in done]
+                    slots = [s for s in todo if s.visit_index == visit.index]
                     if not slots or visit.arm in failed:
                         continue
                     if self.stop.is_set():
