@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +25,8 @@ from abtest.cluster.namespaces import (
     ensure_namespace,
 )
 from abtest.cluster.pods import count_pods, delete_pods
+from abtest.lab.control import restart_component
+from abtest.lab.layout import LabState, Paths
 from abtest.node.session import NodeSession
 from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stats.percentiles import nearest_rank
@@ -126,11 +130,31 @@ def test_missing_image_times_out_fails_acceptance_and_is_cleaned(
     assert node.sandbox_count() <= baseline
 
 
+def _expire_old_resource_versions() -> None:
+    """Make resourceVersion "1" really gone on any lab, fresh or old: compact etcd to its
+    current revision, then restart the API server so its watch cache starts there too (on
+    a fresh lab the cache still holds everything since revision 1)."""
+    port = LabState.load(Paths()).ports["etcd"]  # type: ignore[union-attr]
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return dict(json.loads(resp.read()))
+
+    header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
+    revision = int(header["revision"])  # type: ignore[index]
+    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    restart_component("kube-apiserver", say=lambda _: None)
+
+
 def test_watch_survives_drops_and_expired_resource_version(
     cluster: Cluster, namespace: str, lab_profile: NodeProfile
 ) -> None:
-    # resourceVersion "1" is long compacted (410 Gone -> re-list); a 1 s server-side timeout
+    # resourceVersion "1" is compacted away (410 Gone -> re-list); a 1 s server-side timeout
     # ends the stream repeatedly (re-opened from the last resourceVersion).
+    _expire_old_resource_versions()
     result = run_round(
         cluster,
         node_name=lab_profile.node_name,

@@ -12,6 +12,7 @@ factor in the analysis. One node is the N=1 case of the same code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -392,8 +393,11 @@ def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
 
 
 def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
-    """Refuse to resume a run with a different schedule than it was started with."""
+    """Refuse to resume a run under other conditions than it was started with: another
+    kind of run, another schedule, or a playbook (workload, generator) edited since."""
     row = store.run_row(run_id)
+    if row["kind"] != "sweep":
+        raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
     stored = json.loads(row["plan_json"] or "{}").get("schedule")
     if stored != json.loads(json.dumps(plan.to_dict()["schedule"], default=str)):
         raise UserError(
@@ -401,5 +405,11 @@ def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
             "--resume",
             "resume with the same flags and playbook as the original run",
         )
-    if row["kind"] != "sweep":
-        raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
+    text = plan.playbook.text
+    now = hashlib.sha256(text.encode()).hexdigest() if text else None
+    if row["playbook_sha256"] and now and row["playbook_sha256"] != now:
+        raise UserError(
+            f"playbook {plan.playbook.source} changed since run {run_id} started",
+            "--resume",
+            "put the playbook back as it was, or start a new run",
+        )

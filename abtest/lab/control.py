@@ -280,6 +280,18 @@ def _remove_sandboxes(paths: Paths, say: Say) -> None:
         say(f"  removed {len(ids)} pod sandboxes")
 
 
+def restart_component(name: str, say: Say = print, paths: Paths | None = None) -> None:
+    """Stop one lab process (by its pid) and start it again with the same flags; used by
+    tests that need a fresh API server (e.g. a watch cache that starts at the current
+    revision)."""
+    paths = paths or Paths()
+    state = LabState.load(paths)
+    if state is None or name not in components.ORDER or name == "kubelet":
+        raise LabError(f"cannot restart {name!r} (the kubelet restarts through its profile)")
+    stop(name, paths.pids, components.EXPECT[name])
+    _start_component(name, paths, state.ports, say)
+
+
 def require_up(paths: Paths | None = None) -> LabStatus:
     st = status(paths)
     if not (st.up and st.ready):
