@@ -58,8 +58,14 @@ featureGates:
 """
 
 
-def _profile(**changes: object) -> NodeProfile:
-    return replace(load_profile("lab"), **changes)  # type: ignore[arg-type]
+def _profile(tmp_path: Path, **changes: object) -> NodeProfile:
+    """The lab profile reaching a node through an ssh_config made in ``tmp_path``, so the
+    test runs where the lab was never brought up (its ssh_config is written by `lab up`)."""
+    lab = load_profile("lab")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host abtest-lab\n  HostName 127.0.0.1\n  Port 2222\n")
+    ssh = replace(lab.ssh, config_file=str(cfg), known_hosts=str(tmp_path / "known_hosts"))
+    return replace(lab, ssh=ssh, **changes)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- metrics
@@ -330,8 +336,10 @@ def test_run_quotes_every_argument(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         conn.run(["echo", "a\x00b"])
 
 
-def test_session_validates_image_and_counts_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    prof = _profile()
+def test_session_validates_image_and_counts_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    prof = _profile(tmp_path)
     calls: list[str] = []
     outputs = {"pods": "abc\n\ndef\n  \n", "inspecti": '{"status": {}}'}
 
@@ -352,12 +360,14 @@ def test_session_validates_image_and_counts_lines(monkeypatch: pytest.MonkeyPatc
         assert "tail -n 5 " in calls[-1]
 
 
-def test_session_sandbox_count_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_session_sandbox_count_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def failing(self: ssh_mod.Connection, command: str, **kw: object) -> ssh_mod.Result:
         return ssh_mod.Result(command, 1, "", "connect: no such file or directory")
 
     monkeypatch.setattr(ssh_mod.Connection, "run_shell", failing)
-    with NodeSession(_profile()) as node, pytest.raises(NodeError, match="no such file"):
+    with NodeSession(_profile(tmp_path)) as node, pytest.raises(NodeError, match="no such file"):
         node.sandbox_count()
 
 
