@@ -37,6 +37,7 @@ from abtest.node.health import (
     HealthWaiter,
     compare,
     healthz_url,
+    node_clock,
     original_expectations,
     restore_expectations,
     running_values,
@@ -168,8 +169,10 @@ class NodeController:
             heartbeat_before = hb.timestamp() if hb else None
         except ClusterError:
             heartbeat_before = None
+        # the heartbeat is stamped by the node's clock: judge it by that clock, not ours
+        wall = node_clock(self.session)
         self.progress(f"restarting the kubelet ({self.profile.restart_command})")
-        wall, mono = time.time(), time.monotonic()
+        mono = time.monotonic()
         with self.guard.shield():  # never leave a half-run restart behind; signals wait
             res = self.session.profile_command(self.profile.restart_command, timeout=self.timeout)
             res.check("the kubelet restart command")

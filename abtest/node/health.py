@@ -5,7 +5,10 @@ Three stages, timed from the moment the restart command was sent, one deadline f
 1. ``healthz``  - the kubelet's healthz endpoint answers ``ok`` on the node (via SSH,
    ``curl`` or ``wget``). With a profile ``status_command``, a kubelet that is not
    running (e.g. refused its config) fails the stage at once instead of at the deadline.
-2. ``ready``    - the node is Ready in the API with a heartbeat newer than the restart.
+2. ``ready``    - the node is Ready in the API with a heartbeat newer than the restart. The
+   heartbeat is stamped by the node's clock, so it is compared only with the node's own
+   clock read at the restart (:func:`node_clock`) and with the heartbeat seen before the
+   restart - never with this machine's clock, which may be seconds off.
 3. ``verified`` - every expected value is confirmed from the running kubelet: ``/configz``
    for fields and explicitly set gates, and the ``kubernetes_feature_enabled`` metric for
    gates (both through the API server's node proxy).
@@ -30,12 +33,15 @@ from abtest.errors import ClusterError, NodeError
 from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
 from abtest.node.session import NodeSession
 from abtest.playbook import NodeProfile
+from abtest.stopping import sleep
 from abtest.store.journal import JournalEntry
 
 DEFAULT_HEALTHZ_PORT = 10248
 POLL_S = 0.25
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-_\[\]:]+(/[A-Za-z0-9._~/\-]*)?")
 _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_CLOCK_RE = re.compile(r"\s*(\d+)(\.\d+)?")  # busybox date prints "%N" literally
+HEARTBEAT_SLACK_S = 1.0  # heartbeats have one-second resolution
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 MISSING = object()
 
@@ -110,6 +116,29 @@ def healthz_command(url: str, timeout_s: int = 5) -> list[str]:
         f"else exec busybox wget -q -O - -T {timeout_s} {q}; fi"
     )
     return ["sh", "-c", script]
+
+
+def parse_clock(text: str) -> float | None:
+    """Unix seconds from ``date +%s.%N`` output (None if it is not that)."""
+    m = _CLOCK_RE.match(text)
+    if not m:
+        return None
+    return float(m.group(1) + (m.group(2) or ""))
+
+
+def heartbeat_fresh(
+    heartbeat: float | None, *, node_restart_wall: float | None, heartbeat_before: float | None
+) -> bool | None:
+    """Whether ``heartbeat`` was written after the restart, judged on the node's clock only:
+    newer than the node's clock at the restart (within the heartbeat's 1 s resolution) and
+    newer than the heartbeat seen before it. None when neither reference is known."""
+    if heartbeat is None:
+        return False
+    if node_restart_wall is None and heartbeat_before is None:
+        return None
+    if node_restart_wall is not None and heartbeat <= node_restart_wall - HEARTBEAT_SLACK_S:
+        return False
+    return heartbeat_before is None or heartbeat > heartbeat_before
 
 
 def go_duration_seconds(text: str) -> float | None:
@@ -245,6 +274,15 @@ def original_expectations(
 # --------------------------------------------------------------------------- waiting
 
 
+def node_clock(session: NodeSession) -> float | None:
+    """The node's own clock (unix seconds), None if it cannot be read."""
+    try:
+        res = session.ssh.run(["date", "+%s.%N"], timeout=15)
+    except NodeError:
+        return None
+    return parse_clock(res.stdout) if res.ok else None
+
+
 class HealthWaiter:
     """Waits for the three stages after one restart."""
 
@@ -275,10 +313,12 @@ class HealthWaiter:
         *,
         url: str,
         restarted_mono: float,
-        restarted_wall: float,
+        restarted_wall: float | None,
         heartbeat_before: float | None,
         timeout: float,
     ) -> HealthReport:
+        """``restarted_wall``: the *node's* clock at the restart (:func:`node_clock`; None
+        if unknown); ``heartbeat_before``: the Ready heartbeat seen before the restart."""
         report = HealthReport()
         deadline = restarted_mono + timeout
 
@@ -296,7 +336,7 @@ class HealthWaiter:
                 not_running = 0
             if left() <= 0:
                 raise HealthFailed("healthz", f"no 'ok' from {url} within {timeout:.0f} s", report)
-            time.sleep(POLL_S)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.stopping)
         report.healthz_s = time.monotonic() - restarted_mono
 
         # 2. Ready with a heartbeat newer than the restart (heartbeats have 1 s resolution)
@@ -306,9 +346,15 @@ class HealthWaiter:
                 st = node_status(self.cluster, self.profile.node_name)
                 report.kubelet_version = st.kubelet_version
                 hb = st.heartbeat.timestamp() if st.heartbeat else None
-                fresh = hb is not None and hb > restarted_wall - 1.0
-                if heartbeat_before is not None and hb is not None:
-                    fresh = fresh and hb > heartbeat_before
+                fresh = heartbeat_fresh(
+                    hb, node_restart_wall=restarted_wall, heartbeat_before=heartbeat_before
+                )
+                if st.ready and fresh is None:
+                    report.messages.append(
+                        "heartbeat freshness not checked: neither the node's clock nor a "
+                        "heartbeat from before the restart could be read"
+                    )
+                    break
                 if st.ready and fresh:
                     break
                 last = (
@@ -320,7 +366,7 @@ class HealthWaiter:
                 last = str(exc)
             if left() <= 0:
                 raise HealthFailed("ready", f"node {self.profile.node_name}: {last}", report)
-            time.sleep(POLL_S)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.stopping)
         report.ready_s = time.monotonic() - restarted_mono
 
         # 3. the intended values, from the running kubelet
@@ -336,6 +382,6 @@ class HealthWaiter:
                 problems = [str(exc)]
             if left() <= 0:
                 raise HealthFailed("verified", "; ".join(problems), report)
-            time.sleep(POLL_S)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.stopping)
         report.verified_s = time.monotonic() - restarted_mono
         return report
