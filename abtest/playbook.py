@@ -282,6 +282,7 @@ def parse_profile(path: Path) -> NodeProfile:
     port = ssh.data.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise ssh.error("port", "expected an integer port")
+    _check_sandbox_listing(commands)
     for key in ("config_path", "binary_path"):
         value = kubelet.text(key, required=True)
         if not value.startswith("/"):
@@ -315,6 +316,20 @@ def parse_profile(path: Path) -> NodeProfile:
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
     )
+
+
+def _check_sandbox_listing(commands: Fields) -> None:
+    """The old ``crictl pods -q --namespace {namespace}`` form printed bare ids, and
+    ``--namespace`` is an unanchored regular expression: refuse it with what to write now."""
+    listing = commands.opt_text("stopped_sandboxes")
+    if listing and ({"-q", "--quiet"} & set(listing.split())):
+        raise commands.error(
+            "stopped_sandboxes",
+            "prints bare sandbox ids (-q); abtest now checks each sandbox's namespace and "
+            "tool labels itself and needs crictl's JSON",
+            "use `crictl pods --state notready -o json` (optionally with --label filters), "
+            "see playbooks/nodes/kubeadm-systemd.yaml",
+        )
 
 
 def _expand(value: str | None) -> str | None:

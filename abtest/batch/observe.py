@@ -74,6 +74,8 @@ class PodTracker:
         self.last_ready: float | None = None
         self.events = 0
         self.frozen = False
+        #: why the watch feeding this tracker gave up (None while it is working)
+        self.aborted: str | None = None
         self._cond = threading.Condition()
 
     def observe(self, event_type: str, pod: dict[str, Any], seen: float) -> None:
@@ -130,15 +132,22 @@ class PodTracker:
         self, deadline: float, clock: Callable[[], float], target: int | None = None
     ) -> bool:
         """Block until ``target`` (default: every expected) pods were seen Ready, or until
-        ``clock() >= deadline``; True when the target was reached."""
+        ``clock() >= deadline`` or the watch gave up (``abort``); True when the target was
+        reached."""
         goal = len(self.expected) if target is None else target
         with self._cond:
             while self.ready_count < goal:
                 left = deadline - clock()
-                if left <= 0:
+                if left <= 0 or self.aborted is not None:
                     return False
                 self._cond.wait(min(left, 0.2))
             return True
+
+    def abort(self, reason: str) -> None:
+        """The watch gave up: no more observations will come, stop waiting for them."""
+        with self._cond:
+            self.aborted = reason
+            self._cond.notify_all()
 
     def freeze(self) -> None:
         with self._cond:

@@ -13,7 +13,6 @@ unix time.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from abtest.batch.template import render_batch, round_selector
 from abtest.cluster.client import Cluster, node_proxy_get
 from abtest.cluster.namespaces import check_owned
 from abtest.cluster.pods import PodWatch, count_pods, delete_pods, list_pod_events
-from abtest.errors import AbtestError
+from abtest.errors import AbtestError, NodeError
 from abtest.playbook import Generator, Workload
 
 SANDBOX_FAILURE = "FailedCreatePodSandBox"
@@ -131,6 +130,21 @@ class CleanupResult:
     ok: bool
     note: str | None
     sandbox_count: int | None  # the last count read (None: not asked)
+    reap_failures: int = 0  # how many times removing the stopped sandboxes failed
+    reap_error: str | None = None  # the last such failure
+
+    def reap_note(self) -> str | None:
+        if not self.reap_failures:
+            return None
+        return f"removing stopped sandboxes failed {self.reap_failures}x (last: {self.reap_error})"
+
+
+# Sandbox-count polling: how long to wait before counting again when nothing was removed,
+# after a removal, and (growing up to the cap) after a failed removal.
+POLL_IDLE_S = 0.5
+POLL_AFTER_REMOVAL_S = 0.1
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 5.0
 
 
 def cleanup(
@@ -143,21 +157,32 @@ def cleanup(
     timeout_s: float,
     clock: Callable[[], float] = time.monotonic,
     reap_sandboxes: Callable[[], int] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CleanupResult:
     """Delete the round's pods; wait until gone from the API and, when the node can be asked,
-    until its sandbox count is back at the baseline."""
+    until its sandbox count is back at the baseline.
+
+    A failing ``reap_sandboxes`` (NodeError) is counted and retried after a growing pause;
+    the failures are reported in the result, never dropped."""
     start = clock()
     deadline = start + timeout_s
+
+    def pause(seconds: float) -> None:
+        sleep(max(0.0, min(seconds, deadline - clock())))
+
     delete_pods(cluster, namespace, selector)
     left = count_pods(cluster, namespace, selector)
     while left:
         if clock() > deadline:
             note = f"{left} pods still in the API after {timeout_s:g} s"
             return CleanupResult(clock() - start, None, False, note, None)
-        time.sleep(0.2)
+        pause(0.2)
         left = count_pods(cluster, namespace, selector)
     api_s = clock() - start
     count: int | None = None
+    failures = 0
+    last_error: str | None = None
+    backoff = BACKOFF_FIRST_S
     if sandbox_count is not None and sandbox_baseline is not None:
         count = sandbox_count()
         while count > sandbox_baseline:
@@ -166,13 +191,48 @@ def cleanup(
                     f"node has {count} pod sandboxes after {timeout_s:g} s, "
                     f"{sandbox_baseline} before the round"
                 )
-                return CleanupResult(clock() - start, api_s, False, note, count)
+                if failures:
+                    note += f"; removing stopped sandboxes failed {failures}x (last: {last_error})"
+                return CleanupResult(
+                    clock() - start, api_s, False, note, count, failures, last_error
+                )
             # The kubelet stops a deleted pod's sandbox a moment after the API forgets the
             # pod; each poll removes the ones stopped so far.
-            if not (reap_sandboxes is not None and reap_sandboxes()):
-                time.sleep(0.5)
+            removed = 0
+            if reap_sandboxes is not None:
+                try:
+                    removed = reap_sandboxes()
+                except NodeError as exc:
+                    failures += 1
+                    last_error = str(exc)
+                    pause(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX_S)
+                    count = sandbox_count()
+                    continue
+            backoff = BACKOFF_FIRST_S
+            pause(POLL_AFTER_REMOVAL_S if removed else POLL_IDLE_S)
             count = sandbox_count()
-    return CleanupResult(clock() - start, api_s, True, None, count)
+    return CleanupResult(clock() - start, api_s, True, None, count, failures, last_error)
+
+
+def _cleanup_after_error(
+    exc: BaseException, cluster: Cluster, namespace: str, selector: str, timeout_s: float
+) -> None:
+    """Delete a failed round's pods; what goes wrong doing so is added to ``exc``'s notes."""
+    try:
+        res = cleanup(
+            cluster,
+            namespace,
+            selector,
+            sandbox_count=None,
+            sandbox_baseline=None,
+            timeout_s=timeout_s,
+        )
+    except AbtestError as err:
+        exc.add_note(f"cleaning up the round's pods after this error failed too: {err}")
+        return
+    if not res.ok:
+        exc.add_note(f"cleaning up the round's pods after this error: {res.note}")
 
 
 def run_round(
@@ -236,9 +296,9 @@ def run_round(
         server_timeout_s=wopts.server_timeout_s,
         clock=clock,
         start_resource_version=wopts.start_resource_version,
+        on_failure=tracker.abort,
     )
     say(f"round {round_tag}: {size} pods -> {node_name} ({namespace})")
-    cleaned = False
     try:
         watch.start()
         try:
@@ -263,12 +323,16 @@ def run_round(
             all_ready = reached and created == size
             if all_ready:
                 last = tracker.last_ready or clock()
-                while (left := last + gen.observe_s - clock()) > 0:
+                while (left := last + gen.observe_s - clock()) > 0 and not tracker.aborted:
                     time.sleep(min(left, 0.5))
             timed_out = not reached
         finally:
             tracker.freeze()
             watch.stop()
+        if watch.error is not None:
+            # the watch gave up (e.g. 410 Gone again and again): nothing it did not see can be
+            # judged, so the round is not recorded; its pods are cleaned up below
+            raise watch.error
         seen = tracker.snapshot()
         say("collecting events and metrics")
         events = _events(list_pod_events(cluster, namespace, set(names)))
@@ -292,21 +356,14 @@ def run_round(
             clock=clock,
             reap_sandboxes=reap_sandboxes,
         )
-        cleaned = True
-    finally:
-        if not cleaned:
-            # an error ended the round early: still take its pods away, then let it propagate
-            with contextlib.suppress(AbtestError):
-                cleanup(
-                    cluster,
-                    namespace,
-                    selector,
-                    sandbox_count=None,
-                    sandbox_baseline=None,
-                    timeout_s=cleanup_timeout_s,
-                )
+    except BaseException as exc:
+        # an error ended the round early: still take its pods away, then let it propagate
+        _cleanup_after_error(exc, cluster, namespace, selector, cleanup_timeout_s)
+        raise
     if cleaned_up.note:
         notes.append(cleaned_up.note)
+    elif reaped := cleaned_up.reap_note():
+        notes.append(reaped)
     if watch.restarts or watch.relists:
         notes.append(
             f"pod watch re-opened {watch.restarts}x, re-listed {watch.relists}x "

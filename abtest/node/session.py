@@ -7,10 +7,13 @@ the node controller builds on :attr:`ssh` and :meth:`profile_command`.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from types import TracebackType
+from typing import Any
 
+from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.errors import NodeError, UserError
 from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.playbook import NodeProfile
@@ -21,6 +24,61 @@ _MISSING_IMAGE = re.compile(r"no such image|not found|does not exist", re.IGNORE
 DEFAULT_LOG_LINES = 40
 NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 SANDBOX_ID_RE = re.compile(r"[0-9a-f]{12,64}")
+#: the label the kubelet puts on every sandbox: the pod's namespace, exactly
+NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+STOPPED_STATE = "SANDBOX_NOTREADY"
+_JSON_LISTING = "crictl pods --state notready -o json"
+
+
+def _sandbox_fields(item: Any) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    if not isinstance(item, dict):
+        return "", "", {}, {}
+    labels = item.get("labels")
+    meta = item.get("metadata")
+    return (
+        str(item.get("id") or ""),
+        str(item.get("state") or ""),
+        labels if isinstance(labels, dict) else {},
+        meta if isinstance(meta, dict) else {},
+    )
+
+
+def select_stopped_sandboxes(output: str, namespace: str, *, where: str) -> list[str]:
+    """The ids, from ``crictl pods -o json`` output, of the sandboxes that are stopped, in
+    exactly ``namespace`` and carry the tool's pod label (the kubelet copies pod labels onto
+    the sandbox). Everything else in the listing is left alone, whatever filter produced it."""
+    try:
+        data = json.loads(output) if output.strip() else {"items": []}
+    except json.JSONDecodeError:
+        raise UserError(
+            "the stopped-sandbox listing did not print JSON "
+            f"(starts {output.strip()[:80]!r}); abtest checks each sandbox's labels itself",
+            where,
+            f"use `{_JSON_LISTING}` (optionally with --label filters), "
+            "see playbooks/nodes/kubeadm-systemd.yaml",
+        ) from None
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise UserError(
+            "the stopped-sandbox listing is JSON without an `items` list",
+            where,
+            f"use `{_JSON_LISTING}`",
+        )
+    ids = []
+    for item in items:
+        sandbox, state, labels, meta = _sandbox_fields(item)
+        ours = (
+            state == STOPPED_STATE
+            and labels.get(NAMESPACE_LABEL) == namespace
+            and meta.get("namespace", namespace) == namespace
+            and labels.get(MANAGED_BY_KEY) == MANAGED_BY
+        )
+        if not ours:
+            continue
+        if not SANDBOX_ID_RE.fullmatch(sandbox):
+            raise NodeError(f"unexpected sandbox id {sandbox!r} in the listing ({where})")
+        ids.append(sandbox)
+    return ids
 
 
 class NodeSession:
@@ -73,9 +131,15 @@ class NodeSession:
         return sum(1 for line in res.stdout.splitlines() if line.strip())
 
     def remove_stopped_sandboxes(self, namespace: str) -> int:
-        """Remove the stopped pod sandboxes of ``namespace`` (the tool's own, deleted pods)
-        instead of waiting up to a minute for the kubelet's container GC. Returns how many;
-        0 when the profile has no commands for it."""
+        """Remove the stopped pod sandboxes of the tool's own pods in ``namespace`` instead of
+        waiting up to a minute for the kubelet's container GC. Returns how many were removed;
+        0 when the profile has no commands for it.
+
+        The listing is only a pre-filter: each sandbox's labels are checked here (exact
+        namespace label, the tool's pod label, state NOTREADY) before its id is passed on, so
+        a filter that matches too much (``crictl pods --namespace`` is an unanchored regular
+        expression) can never remove another namespace's sandbox. A failing remove command is
+        a NodeError (the caller backs off and reports it)."""
         listing, remove = (
             self.profile.stopped_sandboxes_command,
             self.profile.sandbox_remove_command,
@@ -84,15 +148,19 @@ class NodeSession:
             return 0
         if not NAMESPACE_RE.fullmatch(namespace):
             raise UserError(f"invalid namespace {namespace!r}", "cleanup")
-        res = self.profile_command(listing.replace("{namespace}", namespace), timeout=30)
+        res = self.profile_command(
+            listing.replace("{namespace}", shlex.quote(namespace)), timeout=30
+        )
         res.check(f"listing stopped sandboxes ({listing!r})")
-        ids = [line.strip() for line in res.stdout.splitlines() if line.strip()]
-        for sandbox in ids:
-            if not SANDBOX_ID_RE.fullmatch(sandbox):
-                raise NodeError(f"unexpected sandbox id {sandbox!r} from {listing!r}")
-        if ids:
-            # Already-removed ids (the kubelet's GC got there first) are not an error here.
-            self.profile_command(remove.replace("{ids}", " ".join(ids)), timeout=60)
+        ids = select_stopped_sandboxes(
+            res.stdout, namespace, where=f"{self.profile.source}: commands.stopped_sandboxes"
+        )
+        if not ids:
+            return 0
+        command = remove.replace("{ids}", " ".join(shlex.quote(i) for i in ids))
+        self.profile_command(command, timeout=60).check(
+            f"removing {len(ids)} stopped pod sandboxes of namespace {namespace} ({remove!r})"
+        )
         return len(ids)
 
     def image_present(self, image: str) -> bool:
