@@ -17,6 +17,10 @@ from abtest.errors import ClusterError, UserError
 P = ParamSpec("P")
 T = TypeVar("T")
 
+#: (connect, read) seconds for a plain API call; call sites pass it explicitly, and
+#: TimedApiClient applies it to any call that does not (so nothing can hang for ever)
+REQUEST_TIMEOUT = (10.0, 30.0)
+
 
 class NotFound(ClusterError):
     """The object does not exist."""
@@ -32,6 +36,17 @@ class Forbidden(ClusterError):
 
 class TooManyRequests(ClusterError):
     """429 / 5xx: the API server asks us to back off."""
+
+
+class TimedApiClient(client.ApiClient):
+    """An ApiClient whose every request has a timeout: the kubernetes client's default is
+    none at all, so one call forgotten without ``_request_timeout`` could block for ever on
+    a stuck API server or a half-open connection."""
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = REQUEST_TIMEOUT
+        return super().call_api(*args, **kwargs)
 
 
 @dataclass
@@ -63,7 +78,7 @@ def connect(kubeconfig: str | None, pool_size: int = 32) -> Cluster:
         ) from None
     cfg.connection_pool_maxsize = pool_size
     cfg.retries = False
-    return Cluster(client.ApiClient(cfg), kubeconfig)
+    return Cluster(TimedApiClient(cfg), kubeconfig)
 
 
 def convert(exc: ApiException) -> ClusterError:

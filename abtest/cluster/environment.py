@@ -6,12 +6,12 @@ from typing import Any
 
 from kubernetes import client
 
-from abtest.cluster.client import Cluster, api_call
+from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call
 
 
 @api_call
 def server_version(cluster: Cluster) -> dict[str, Any]:
-    info = client.VersionApi(cluster.api_client).get_code()
+    info = client.VersionApi(cluster.api_client).get_code(_request_timeout=REQUEST_TIMEOUT)
     return {
         "git_version": info.git_version,
         "platform": info.platform,
@@ -22,7 +22,7 @@ def server_version(cluster: Cluster) -> dict[str, Any]:
 @api_call
 def node_facts(cluster: Cluster, node_name: str) -> dict[str, Any]:
     """Node name, kernel, OS, kubelet and runtime versions, capacity and allocatable."""
-    node: Any = cluster.core.read_node(node_name)
+    node: Any = cluster.core.read_node(node_name, _request_timeout=REQUEST_TIMEOUT)
     info = node.status.node_info
     return {
         "node_name": node.metadata.name,

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from abtest.cluster.client import Cluster, api_call, convert
+from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call, convert
 from abtest.errors import ClusterError, UserError
 
 MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
@@ -25,7 +25,7 @@ class NamespaceNotOwned(UserError):
 
 def _read(cluster: Cluster, name: str) -> Any | None:
     try:
-        return cluster.core.read_namespace(name)
+        return cluster.core.read_namespace(name, _request_timeout=REQUEST_TIMEOUT)
     except ApiException as exc:
         if exc.status == 404:
             return None
@@ -60,7 +60,12 @@ def ensure_namespace(cluster: Cluster, name: str, timeout_s: float = 120.0) -> b
     A namespace of ours that is still terminating from an earlier delete is waited for.
     """
     deadline = time.monotonic() + timeout_s
+    last = "not read yet"
     while True:
+        if time.monotonic() > deadline:
+            raise ClusterError(
+                f"namespace {name!r} is not usable after waiting {timeout_s:g} s ({last})"
+            )
         ns = _read(cluster, name)
         if ns is not None:
             labels = ns.metadata.labels or {}
@@ -68,19 +73,21 @@ def ensure_namespace(cluster: Cluster, name: str, timeout_s: float = 120.0) -> b
                 raise _refuse(name, labels)
             if ns.metadata.deletion_timestamp is None:
                 return False
-            if time.monotonic() > deadline:
-                raise ClusterError(f"namespace {name!r} is still terminating after {timeout_s} s")
+            last = "still terminating from an earlier delete"
             time.sleep(0.5)
             continue
         body = client.V1Namespace(
             metadata=client.V1ObjectMeta(name=name, labels={MANAGED_BY_KEY: MANAGED_BY})
         )
         try:
-            cluster.core.create_namespace(body)
+            cluster.core.create_namespace(body, _request_timeout=REQUEST_TIMEOUT)
             return True
         except ApiException as exc:
-            if exc.status != 409:  # created concurrently: loop and check its label
+            if exc.status != 409:
                 raise
+            # created concurrently, or still being deleted: read it again (and its label)
+            last = "create answered 409 Conflict"
+            time.sleep(0.5)
 
 
 @api_call
@@ -92,12 +99,14 @@ def delete_namespace(cluster: Cluster, name: str, wait_s: float = 120.0) -> None
     if (ns.metadata.labels or {}).get(MANAGED_BY_KEY) != MANAGED_BY:
         raise _refuse(name, ns.metadata.labels)
     try:
-        cluster.core.delete_namespace(name, grace_period_seconds=0)
+        cluster.core.delete_namespace(
+            name, grace_period_seconds=0, _request_timeout=REQUEST_TIMEOUT
+        )
     except ApiException as exc:
         if exc.status != 404:
             raise
     deadline = time.monotonic() + wait_s
     while _read(cluster, name) is not None:
         if time.monotonic() > deadline:
-            raise ClusterError(f"namespace {name!r} not gone after {wait_s} s")
+            raise ClusterError(f"namespace {name!r} is not gone {wait_s:g} s after its delete")
         time.sleep(0.5)

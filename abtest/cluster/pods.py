@@ -81,6 +81,19 @@ def delete_pods(cluster: Cluster, namespace: str, selector: str) -> None:
     )
 
 
+# 410 Gone: our resourceVersion is older than the API server keeps, so the watch re-lists and
+# re-opens from the list's version. Gone again straight away, over and over, is a broken
+# server or proxy: after this many in a row (with a growing pause) the watch gives up.
+MAX_GONE_IN_A_ROW = 5
+# Other trouble (the stream cannot be opened, the re-list fails, a stream ends at once without
+# a single event): retried with a growing pause, given up after this many in a row.
+MAX_FAILURES_IN_A_ROW = 12
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 5.0
+# A stream that delivered nothing and ended sooner than this after opening was not healthy.
+HEALTHY_STREAM_S = 0.5
+
+
 class PodWatch:
     """A pod watch in a background thread that survives drops without losing events.
 
@@ -89,6 +102,10 @@ class PodWatch:
     ends is re-opened from the last resourceVersion seen (``restarts``); an expired
     resourceVersion (410 Gone) triggers a re-list whose pods are delivered as RELIST events
     (``relists``), so first-seen times after it are late and the round is marked.
+
+    Every retry waits a growing pause (``sleep``, interruptible by ``stop()``), and trouble
+    that repeats without a healthy stream in between ends the watch: ``error`` is set and
+    ``on_failure`` is told why, so a waiting caller stops waiting.
     """
 
     def __init__(
@@ -101,6 +118,10 @@ class PodWatch:
         server_timeout_s: int = 3600,
         clock: Callable[[], float] = time.monotonic,
         start_resource_version: str | None = None,
+        on_failure: Callable[[str], None] | None = None,
+        sleep: Callable[[float], object] | None = None,
+        max_gone: int = MAX_GONE_IN_A_ROW,
+        max_failures: int = MAX_FAILURES_IN_A_ROW,
     ) -> None:
         self.cluster = cluster
         self.namespace = namespace
@@ -109,15 +130,25 @@ class PodWatch:
         self.server_timeout_s = server_timeout_s
         self.clock = clock
         self.resource_version = start_resource_version
+        self.on_failure = on_failure
+        self.max_gone = max_gone
+        self.max_failures = max_failures
         self.restarts = 0
         self.relists = 0
         self.last_error: str | None = None
+        #: set when the watch gave up; the thread has ended
+        self.error: ClusterError | None = None
         self._stop = threading.Event()
+        self._sleep: Callable[[float], object] = sleep or self._stop.wait
         self._open = threading.Event()
         self._resp: Any = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._first_error: BaseException | None = None
+        self._backoff = BACKOFF_FIRST_S
+        self._gone = 0
+        self._failures = 0
+        self._delivered = 0  # events in the current stream
 
     # --- control ----------------------------------------------------------------------------
 
@@ -128,7 +159,10 @@ class PodWatch:
         self._thread.start()
         if not self._open.wait(timeout_s):
             self.stop()
-            raise ClusterError(f"pod watch did not open within {timeout_s} s: {self.last_error}")
+            raise ClusterError(
+                f"the pod watch on namespace {self.namespace!r} did not open within "
+                f"{timeout_s:g} s (last error: {self.last_error})"
+            )
         if self._first_error is not None:
             self.stop()
             raise self._first_error
@@ -179,44 +213,91 @@ class PodWatch:
     def _run(self) -> None:
         try:
             self._loop()
-        except BaseException as exc:  # never leave start() waiting on a dead thread
-            self.last_error = f"pod watch failed: {exc!r}"
-            if not self._open.is_set():
-                self._first_error = exc
-                self._open.set()
+        except BaseException as exc:  # never leave start() or a waiting caller on a dead thread
+            self._give_up(f"{exc!r}")
             raise
 
+    def _give_up(self, why: str) -> None:
+        err = ClusterError(f"the pod watch on namespace {self.namespace!r} gave up: {why}")
+        self.error = err
+        self.last_error = str(err)
+        if not self._open.is_set():
+            self._first_error = err
+            self._open.set()
+        if self.on_failure is not None:
+            self.on_failure(str(err))
+
+    def _pause(self) -> None:
+        """Wait before the next attempt, longer each time until a healthy stream."""
+        self._sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
+    def _trouble(self, what: str, *, gone: bool = False) -> bool:
+        """Count one failed attempt; False (after giving up) when there were too many."""
+        self.last_error = what
+        if gone:
+            self._gone += 1
+            if self._gone > self.max_gone:
+                self._give_up(
+                    f"410 Gone (resourceVersion expired) {self._gone} times in a row, "
+                    "re-listing after each"
+                )
+                return False
+        else:
+            self._failures += 1
+            if self._failures > self.max_failures:
+                self._give_up(f"{self._failures} failed attempts in a row; last: {what}")
+                return False
+        return True
+
+    def _healthy(self) -> None:
+        self._gone = self._failures = 0
+        self._backoff = BACKOFF_FIRST_S
+
+    def _recover_from_gone(self, what: str) -> bool:
+        """Re-list after a 410 Gone, then pause; False when the watch gave up."""
+        if not self._trouble(what, gone=True):
+            return False
+        try:
+            self._relist()
+        except ClusterError as err:
+            if not self._trouble(f"re-list after 410 Gone failed: {err}"):
+                return False
+        self._pause()
+        return True
+
     def _loop(self) -> None:
-        backoff = 0.1
         first = True
         while not self._stop.is_set():
             try:
                 resp = self._open_stream()
             except ApiException as exc:
                 if exc.status == 410:
-                    self.last_error = "410 Gone: resourceVersion expired"
-                    try:
-                        self._relist()
-                    except ClusterError as err:
-                        self.last_error = str(err)
+                    if not self._recover_from_gone("410 Gone: resourceVersion expired"):
+                        return
                     continue
-                self.last_error = str(convert(exc))
-                if first:
-                    self._first_error = convert(exc)
+                err = convert(exc)
+                if first:  # e.g. 403: the caller hears it from start() at once
+                    self.last_error = str(err)
+                    self._first_error = err
                     self._open.set()
                     return
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                if not self._trouble(str(err)):
+                    return
+                self._pause()
                 continue
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                self.last_error = f"cannot open the pod watch: {exc}"
+                what = f"cannot open the pod watch: {exc}"
                 if first:
-                    self._first_error = ClusterError(self.last_error)
+                    self.last_error = what
+                    self._first_error = ClusterError(what)
                     self._open.set()
                     return
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+                if not self._trouble(what):
+                    return
+                self._pause()
                 continue
+            opened = self.clock()
             with self._lock:
                 self._resp = resp
             if self._stop.is_set():
@@ -225,7 +306,7 @@ class PodWatch:
                 self.restarts += 1
             first = False
             self._open.set()
-            backoff = 0.1
+            self._delivered = 0
             try:
                 gone = self._consume(resp)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
@@ -236,12 +317,18 @@ class PodWatch:
                     self._resp = None
                 with contextlib.suppress(Exception):
                     resp.release_conn()
-            if gone and not self._stop.is_set():
-                try:
-                    self._relist()
-                except ClusterError as err:
-                    self.last_error = str(err)
-                    self._stop.wait(backoff)
+            if self._stop.is_set():
+                break
+            if self._delivered or self.clock() - opened >= HEALTHY_STREAM_S:
+                self._healthy()
+            if gone:
+                if not self._recover_from_gone(self.last_error or "410 Gone in the stream"):
+                    return
+            elif not self._delivered and self.clock() - opened < HEALTHY_STREAM_S:
+                # ended at once with nothing in it: do not re-open in a tight loop
+                if not self._trouble(f"the pod watch stream ended at once ({self.last_error})"):
+                    return
+                self._pause()
 
     def _consume(self, resp: Any) -> bool:
         """Read events until the stream ends; True when the server said 410 Gone."""
@@ -265,6 +352,7 @@ class PodWatch:
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if rv:
                     self.resource_version = str(rv)
+                self._delivered += 1  # an event or a bookmark: the stream is healthy
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.on_event(kind, obj, seen)
         return False

@@ -22,6 +22,9 @@ import aiohttp
 from abtest import __version__
 from abtest.cluster.client import Cluster
 
+#: warming is before the round; a stuck API server must not hold it longer than this
+WARM_TIMEOUT_S = 30.0
+
 
 @dataclass(frozen=True)
 class PostAnswer:
@@ -106,14 +109,16 @@ class PodPoster:
         assert self._session is not None
         session = self._session
         url = f"{self.url}?limit=1&labelSelector={quote(selector, safe='')}"
+        timeout = aiohttp.ClientTimeout(total=WARM_TIMEOUT_S)
 
         async def one() -> None:
             try:
-                async with session.get(url, **self._kw()) as resp:
+                async with session.get(url, timeout=timeout, **self._kw()) as resp:
                     await resp.read()
             except (aiohttp.ClientError, TimeoutError):
                 pass
 
+        # a connection that could not be warmed is only slower to its first create
         await asyncio.gather(*(one() for _ in range(max(connections, 1))))
 
     async def create(self, body: bytes, timeout_s: float) -> PostAnswer:
