@@ -13,9 +13,11 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
+from abtest.cli import sources
 from abtest.cli.render import console, err_console, print_json, print_table
-from abtest.cli.rounds_csv import load_rounds_csv
+from abtest.cli.rounds_csv import require_metrics
 from abtest.errors import UserError
+from abtest.report.fmt import no_interval
 from abtest.stats import METRICS, Comparison, compare, uncomparable
 from abtest.stats.intervals import check_confidence
 
@@ -23,15 +25,17 @@ METHOD_LINES = (
     "Percent reduction = (B - T) / B x 100 on geometric means (log scale), t-interval; "
     "savings = B - T in seconds on means.",
     "Paired by block where rounds come in blocks that pair up, Welch otherwise; "
-    "p-values test 'no change', Holm-adjusted within each table.",
+    "p-values test 'no change', Holm-adjusted across the arms of each table.",
+    "Means are the ones the saving is made of (complete blocks when paired); "
+    "'(all x)': the mean over every round, where that differs.",
 )
 
 
 def analyze(
     csv_path: Annotated[
-        Path,
+        Path | None,
         typer.Argument(metavar="ROUNDS.csv", help="One row per round: arm,size[,block],metrics."),
-    ],
+    ] = None,
     baseline: Annotated[
         str, typer.Option("--baseline", help="Arm every other arm is compared with.")
     ] = "baseline",
@@ -47,22 +51,34 @@ def analyze(
         float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
     ] = 0.95,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    kube_burner: Path | None = sources.KUBE_BURNER,
+    clusterloader2: Path | None = sources.CLUSTERLOADER2,
+    arm_globs: list[str] | None = sources.ARM,
+    job: str | None = sources.JOB,
+    block: str | None = sources.BLOCK,
+    run_size: int | None = sources.SIZE,
 ) -> None:
-    """Compare every arm with the baseline: savings and percent reduction with intervals."""
+    """Compare every arm with the baseline: savings and percent reduction with intervals.
+
+    Rounds come from ROUNDS.csv, or from kube-burner or clusterloader2 output with one
+    --arm NAME=GLOB per arm (see the README for the mapping)."""
     check_confidence(confidence)
-    rounds = load_rounds_csv(csv_path)
-    metrics = _chosen_metrics(rounds, metric, str(csv_path))
+    loaded = sources.load_rounds(
+        csv_path, kube_burner, clusterloader2, arm_globs, job, block, run_size
+    )
+    rounds, where = loaded.frame, loaded.source
+    metrics = _chosen_metrics(rounds, metric, where)
     arms = [str(a) for a in pd.unique(rounds["arm"])]
     if baseline not in arms:
         raise UserError(
             f"no rounds for the baseline arm {baseline!r}",
-            f"{csv_path}, column arm",
+            f"{where}, column arm",
             f"name the baseline with --baseline; arms in the file: {', '.join(arms)}",
         )
     if arms == [baseline]:
         raise UserError(
             f"only the baseline arm {baseline!r} is in the file: nothing to compare",
-            str(csv_path),
+            where,
             "add rounds of at least one other arm",
         )
     comparisons = [
@@ -82,32 +98,26 @@ def analyze(
                     {"arm": arm, "size": size, "reason": "no baseline rounds at this size"}
                     for arm, size in skipped
                 ],
+                "notes": loaded.notes,
             }
         )
         return
     _print_tables(comparisons, baseline, confidence)
+    for note in loaded.notes:
+        console.print(f"note: {note}", highlight=False)
     for arm, size in skipped:
         err_console.print(f"[yellow]skipped {arm} at size {size}: no baseline rounds there[/]")
 
 
 def _chosen_metrics(rounds: pd.DataFrame, asked: list[str] | None, where: str) -> list[str]:
-    present = [m for m in METRICS if m in rounds.columns]
+    """--metric names (repeat or comma-separate) checked against the file; default: every metric
+    column in it. A bad cell only rejects the file when its metric is analysed."""
     if not asked:
-        return present
-    chosen: list[str] = []
-    for name in (part.strip() for item in asked for part in item.split(",")):
-        if not name or name in chosen:
-            continue
-        if name not in present:
-            raise UserError(
-                f"unknown metric {name!r}",
-                f"--metric (file {where})",
-                f"choose from the metric columns in the file: {', '.join(present)}",
-            )
-        chosen.append(name)
-    if not chosen:
-        raise UserError("--metric is empty", "--metric", f"choose from {', '.join(present)}")
-    return chosen
+        return require_metrics(rounds, None, where)
+    names = [part.strip() for item in asked for part in item.split(",") if part.strip()]
+    if not names:
+        raise UserError("--metric is empty", "--metric", f"choose from {', '.join(METRICS)}")
+    return require_metrics(rounds, names, where)
 
 
 def _number(value: float | None) -> float | None:
@@ -129,6 +139,8 @@ def _as_json(c: Comparison) -> dict[str, Any]:
         "n_pairs": c.n_pairs,
         "baseline_mean": _number(c.baseline_mean),
         "treatment_mean": _number(c.treatment_mean),
+        "baseline_mean_matched": _number(c.baseline_mean_matched),
+        "treatment_mean_matched": _number(c.treatment_mean_matched),
         "baseline_median": _number(c.baseline_median),
         "treatment_median": _number(c.treatment_median),
         "savings_s": _number(c.savings_s),
@@ -141,13 +153,23 @@ def _as_json(c: Comparison) -> dict[str, Any]:
         "confidence": c.confidence,
         "method": c.method,
         "note": c.note,
+        "savings_note": c.savings_note,
+        "pct_note": c.pct_note,
     }
 
 
-def _fmt_interval(value: float, interval: tuple[float, float] | None, digits: int) -> str:
+def _fmt_interval(
+    value: float, interval: tuple[float, float] | None, digits: int, why: str = ""
+) -> str:
     if interval is None:
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}f} ({no_interval(why)})"
     return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def _fmt_mean(matched: float, every_round: float) -> str:
+    """The mean the saving is made of, and the all-rounds mean when they differ (unbalanced)."""
+    text = f"{matched:.3f}"
+    return text if f"{every_round:.3f}" == text else f"{text} (all {every_round:.3f})"
 
 
 def _fmt_p(p: float | None) -> str:
@@ -177,10 +199,10 @@ def _print_tables(comparisons: list[Comparison], baseline: str, confidence: floa
                     c.arm,
                     f"{c.n_baseline}/{c.n_treatment}"
                     + (f" ({c.n_pairs} pairs)" if c.method == "paired" else ""),
-                    f"{c.baseline_mean:.3f}",
-                    f"{c.treatment_mean:.3f}",
-                    _fmt_interval(c.savings_s, c.savings_ci, 3),
-                    _fmt_interval(c.pct_reduction, c.pct_ci, 1),
+                    _fmt_mean(c.baseline_mean_matched, c.baseline_mean),
+                    _fmt_mean(c.treatment_mean_matched, c.treatment_mean),
+                    _fmt_interval(c.savings_s, c.savings_ci, 3, c.savings_note),
+                    _fmt_interval(c.pct_reduction, c.pct_ci, 1, c.pct_note),
                     _fmt_p(c.p_value),
                     _fmt_p(c.p_adjusted),
                     c.note,

@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 
 from abtest.cli import options as o
+from abtest.cli import sources
 from abtest.cli.render import console, err_console, print_json
-from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
 from abtest.playbook import load_playbook
@@ -32,6 +32,12 @@ def regress(
     reference_run: str = typer.Option(None, "--reference-run", help="A stored run."),
     candidate_run: str = typer.Option(None, "--candidate-run", help="A stored run."),
     csv: Path = typer.Option(None, "--csv", help="Rounds CSV (the format of abtest analyze)."),
+    kube_burner: Path | None = sources.KUBE_BURNER,
+    clusterloader2: Path | None = sources.CLUSTERLOADER2,
+    arm_globs: list[str] | None = sources.ARM,
+    job: str | None = sources.JOB,
+    block: str | None = sources.BLOCK,
+    run_size: int | None = sources.SIZE,
     sizes: str = o.SIZES,
     metric: list[str] = typer.Option(None, "--metric", help="Metric(s); default: playbook's."),
     margin: float = typer.Option(None, "--margin", help="Allowed slowdown in percent."),
@@ -55,17 +61,27 @@ def regress(
     conf = pb.confidence if confidence is None else confidence
     metrics = _metrics(metric) or list(pb.metrics)
     chosen_sizes = o.parse_sizes(sizes)
-    modes = [bool(csv), bool(reference_run or candidate_run), bool(profile)]
+    rounds_file = csv or kube_burner or clusterloader2
+    modes = [bool(rounds_file), bool(reference_run or candidate_run), bool(profile)]
     if sum(modes) != 1:
         raise UserError(
             "choose one source",
             "abtest regress",
-            "--profile (live), --reference-run/--candidate-run, or --csv",
+            "--profile (live), --reference-run/--candidate-run, --csv, --kube-burner or "
+            "--clusterloader2",
         )
-    if csv:
+    if rounds_file:
         if not (reference and candidate):
-            raise UserError("--csv needs --reference ARM and --candidate ARM", "abtest regress")
-        rounds_df = load_rounds_csv(csv)
+            raise UserError(
+                "--csv/--kube-burner/--clusterloader2 need --reference ARM and --candidate ARM",
+                "abtest regress",
+            )
+        loaded = sources.load_rounds(
+            csv, kube_burner, clusterloader2, arm_globs, job, block, run_size
+        )
+        rounds_df = loaded.frame
+        for note in loaded.notes:
+            err_console.print(f"note: {note}", highlight=False)
         result = gate.gate_from_frame(
             rounds_df,
             reference=reference,
@@ -74,7 +90,7 @@ def regress(
             metrics=metrics,
             margin_pct=margin_pct,
             confidence=conf,
-            source=f"csv {csv}",
+            source=f"csv {csv}" if csv else loaded.source,
         )
     elif reference_run or candidate_run:
         if not (reference_run and candidate_run):
