@@ -108,6 +108,8 @@ class NodeProfile:
     # means "wait for the kubelet's own container GC" (up to a minute a round).
     stopped_sandboxes_command: str | None = None
     sandbox_remove_command: str | None = None
+    #: the kubeconfig context to use (None: the kubeconfig's current-context)
+    kube_context: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -254,6 +256,7 @@ def parse_profile(path: Path) -> NodeProfile:
             "description",
             "node_name",
             "kubeconfig",
+            "context",
             "ssh",
             "sudo",
             "kubelet",
@@ -292,6 +295,7 @@ def parse_profile(path: Path) -> NodeProfile:
         source=str(path),
         node_name=top.text("node_name", required=True),
         kubeconfig=_expand(top.opt_text("kubeconfig")),
+        kube_context=top.opt_text("context"),
         ssh=SSHTarget(
             host=ssh.text("host", required=True),
             port=port,

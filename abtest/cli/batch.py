@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from abtest.batch.model import RoundResult
+from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.experiment.single_batch import run_single_batch
 from abtest.playbook import Generator, Workload, load_playbook, load_profile
@@ -85,9 +86,11 @@ def batch(
     db: Annotated[
         Path | None, typer.Option("--db", help="Results database (default: ABTEST_DB or XDG).")
     ] = None,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
 ) -> None:
     """Run one pod batch on the node as it is (no config change), store it, show it."""
-    prof = load_profile(profile)
+    prof = o.with_kube(load_profile(profile), kubeconfig, context)
     book = load_playbook(playbook) if playbook else None
     workload: Workload = book.workload if book else Workload()
     gen: Generator = book.generator if book else Generator()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import typer
@@ -42,6 +42,8 @@ def gates(
     accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
     break_lock: bool = typer.Option(False, "--break-lock", help="Take over a stale node lock."),
     run_id_file: Path = typer.Option(None, "--run-id-file", help="Write the run id here."),
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     db: Path = o.DB,
     json_out: bool = o.JSON,
 ) -> None:
@@ -71,6 +73,9 @@ def gates(
             namespace,
         )
         plan = build_plan(opts)
+    if kubeconfig or context:
+        nodes = tuple(o.with_kube(p, kubeconfig, context) for p in plan.profiles)
+        plan = replace(plan, profiles=nodes)
     sweep_opts = SweepOptions(
         fail_fast=fail_fast,
         accept_new_host_key=accept_new_host_key,

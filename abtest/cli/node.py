@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.domain import Scalar
 from abtest.errors import UserError
@@ -104,6 +105,8 @@ def _run(fn: Callable[[], Any]) -> Any:
 @app.command("check")
 def check(
     profile: str = PROFILE,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     sets: list[str] | None = SETS,
     image: str | None = typer.Option(None, "--image", help="Workload image that must be present."),
     db: Path | None = DB,
@@ -112,7 +115,7 @@ def check(
 ) -> None:
     """Pre-flight, no change: SSH + sudo, config parses, node Ready, factors known, image
     present, lock free, nothing pending. Exit 0 only if every check passes."""
-    prof: NodeProfile = load_profile(profile)
+    prof: NodeProfile = o.with_kube(load_profile(profile), kubeconfig, context)
     settings = _settings(sets)
     with _store(db) as store:
         report = preflight.check(
@@ -130,13 +133,15 @@ def check(
 @app.command("show")
 def show(
     profile: str = PROFILE,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     db: Path | None = DB,
     accept_new_host_key: bool = ACCEPT,
     json_out: bool = JSON,
 ) -> None:
     """The running kubelet: gates from /configz, gates enabled per its metric, config
     sha256, version, health, lock holder, any pending change."""
-    prof = load_profile(profile)
+    prof = o.with_kube(load_profile(profile), kubeconfig, context)
     with _store(db) as store:
         state = preflight.show(prof, store=store, accept_new_host_key=accept_new_host_key)
     if json_out:
@@ -158,6 +163,8 @@ def show(
 @app.command("apply")
 def apply(
     profile: str = PROFILE,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     sets: list[str] | None = SETS,
     timeout: float | None = TIMEOUT,
     break_lock: bool = BREAK,
@@ -170,7 +177,7 @@ def apply(
 ) -> None:
     """Lock the node, keep the original, write the change atomically, restart the kubelet,
     and prove it healthy with the values in effect; roll back on any failure."""
-    prof = load_profile(profile)
+    prof = o.with_kube(load_profile(profile), kubeconfig, context)
     settings = _settings(sets)
     if not settings:
         raise UserError("nothing to apply", "--set", "e.g. --set featureGates.X=true")
@@ -202,6 +209,8 @@ def apply(
 @app.command("restore")
 def restore(
     profile: str = PROFILE,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     timeout: float | None = TIMEOUT,
     break_lock: bool = BREAK,
     accept_new_host_key: bool = ACCEPT,
@@ -210,7 +219,7 @@ def restore(
 ) -> None:
     """Put back the original config from the journal, restart, verify healthy, release
     the lock. Nothing to do is not an error."""
-    prof = load_profile(profile)
+    prof = o.with_kube(load_profile(profile), kubeconfig, context)
     with (
         _store(db) as store,
         control.NodeController(

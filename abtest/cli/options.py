@@ -1,10 +1,16 @@
-"""Options shared by the commands that plan or run a sweep (gates, plan, regress)."""
+"""Options shared by the commands that plan or run a sweep (gates, plan, regress), and the
+kubeconfig/context options of every command that talks to the API server."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import typer
 
+from abtest.cluster.client import connect, probe
 from abtest.experiment.plan import PlanOptions
+from abtest.playbook import NodeProfile
 
 PLAYBOOK = typer.Option("lab-sweep", "--playbook", help="Playbook name or path.")
 PROFILE = typer.Option(
@@ -64,3 +70,34 @@ def plan_options(
         concurrency=concurrency,
         namespace=namespace,
     )
+
+
+KUBECONFIG = typer.Option(
+    None,
+    "--kubeconfig",
+    help="kubeconfig file(s), ':'-separated as in KUBECONFIG; overrides the profile's.",
+)
+CONTEXT = typer.Option(
+    None, "--context", help="kubeconfig context to use; overrides the profile's context:."
+)
+
+
+def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None) -> NodeProfile:
+    """The profile with --kubeconfig/--context applied (kubectl's flags win over the file).
+
+    A cluster named on the command line is checked before anything else happens, so a wrong
+    context is one clear error here and not a failure half-way through a command."""
+    if kubeconfig is None and context is None:
+        return profile
+    paths = (
+        ":".join(str(Path(p).expanduser()) for p in kubeconfig.split(":") if p)
+        if kubeconfig
+        else None
+    )
+    chosen = replace(
+        profile,
+        kubeconfig=paths or profile.kubeconfig,
+        kube_context=context or profile.kube_context,
+    )
+    probe(connect(chosen.kubeconfig, context=chosen.kube_context))
+    return chosen

@@ -14,7 +14,7 @@ from abtest.cli import sources
 from abtest.cli.render import console, err_console, print_json
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
-from abtest.playbook import load_playbook
+from abtest.playbook import load_playbook, load_profile
 from abtest.report.verdict import describe, junit_xml, markdown_summary
 from abtest.stats.gate import EXIT_COULD_NOT_MEASURE, GateResult
 from abtest.store.db import Store
@@ -49,6 +49,8 @@ def regress(
     summary: Path = typer.Option(None, "--summary", help="Write a Markdown summary here."),
     accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
     db: Path = o.DB,
+    kubeconfig: str | None = o.KUBECONFIG,
+    context: str | None = o.CONTEXT,
     json_out: bool = o.JSON,
 ) -> None:
     """Decide PASS / FAIL / INCONCLUSIVE for a candidate kubelet (binary and/or settings)
@@ -123,6 +125,9 @@ def regress(
             max_rounds=max_rounds or pb.max_rounds,
             seed=pb.seed if seed is None else seed,
             accept_new_host_key=accept_new_host_key,
+            node=o.with_kube(load_profile(profile), kubeconfig, context)
+            if kubeconfig or context
+            else None,
         )
         try:
             with Store(db) as store:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
-from abtest.errors import ClusterError, UserError
+from abtest.cluster.kubeconfig import KubeSource, load
+from abtest.errors import ClusterError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -55,6 +55,8 @@ class Cluster:
 
     api_client: client.ApiClient
     kubeconfig: str | None
+    #: which context and server, from which files (None when built by hand, e.g. in tests)
+    source: KubeSource | None = None
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -66,19 +68,29 @@ class Cluster:
         return cfg
 
 
-def connect(kubeconfig: str | None, pool_size: int = 32) -> Cluster:
+def connect(kubeconfig: str | None, pool_size: int = 32, context: str | None = None) -> Cluster:
+    """A client for ``context`` of ``kubeconfig`` (kubectl's defaults when None; see
+    abtest.cluster.kubeconfig). Nothing is sent yet: ``probe`` checks it answers."""
     cfg = client.Configuration()
-    try:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    except (ConfigException, FileNotFoundError, OSError) as exc:
-        raise UserError(
-            f"cannot load kubeconfig: {exc}",
-            kubeconfig or "~/.kube/config",
-            "set kubeconfig in the node profile or KUBECONFIG",
-        ) from None
+    source = load(cfg, kubeconfig, context)
     cfg.connection_pool_maxsize = pool_size
     cfg.retries = False
-    return Cluster(TimedApiClient(cfg), kubeconfig)
+    return Cluster(TimedApiClient(cfg), kubeconfig, source)
+
+
+def probe(cluster: Cluster, timeout: float = 10.0) -> None:
+    """One authenticated GET (/api): the server answers and takes these credentials.
+
+    Raises ClusterError naming the context, the server and the kubeconfig files, so a wrong
+    context is one clear line rather than a failure deep inside a command."""
+    where = cluster.source.describe() if cluster.source else "the API server"
+    try:
+        client.CoreApi(cluster.api_client).get_api_versions(_request_timeout=timeout)
+    except ApiException as exc:
+        typed = convert(exc)
+        raise type(typed)(f"{where}: {typed}") from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise ClusterError(f"{where}: cannot reach the API server ({exc})") from exc
 
 
 def convert(exc: ApiException) -> ClusterError:

@@ -17,7 +17,7 @@ from abtest.experiment.schedule import build_schedule
 from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.node.binary import check_path
 from abtest.node.kubelet_config import parse_set_option
-from abtest.playbook import Playbook, load_profile
+from abtest.playbook import NodeProfile, Playbook, load_profile
 from abtest.stats import overall_verdict
 from abtest.stats.gate import GateResult
 from abtest.store.db import Store
@@ -49,6 +49,8 @@ class LiveGateOptions:
     max_rounds: int
     seed: int
     accept_new_host_key: bool = False
+    #: the profile already loaded (with --kubeconfig/--context applied); None loads `profile`
+    node: NodeProfile | None = None
 
 
 def parse_spec(spec: str, flag: str) -> NodeState:
@@ -87,7 +89,7 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         "regress",
         arms,
         schedule,
-        (load_profile(opts.profile),),
+        (opts.node or load_profile(opts.profile),),
         PlanOptions(
             playbook=pb.source,
             profiles=(opts.profile,),

@@ -28,7 +28,11 @@ def run_single_batch(
     say: Callable[[str], None],
 ) -> tuple[str, int, RoundResult]:
     """Returns (run_id, round_id, result); the run is marked finished, failed or interrupted."""
-    cluster = connect(profile.kubeconfig, pool_size=max(32, generator.concurrency + 8))
+    cluster = connect(
+        profile.kubeconfig,
+        context=profile.kube_context,
+        pool_size=max(32, generator.concurrency + 8),
+    )
     ensure_namespace(cluster, namespace)
     env = probe_environment(cluster, profile.node_name)
     plan = {

@@ -91,7 +91,8 @@ def failed_arms(store: Store, run_id: str) -> dict[str, str]:
 def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
     first = plan.profiles[0]
     env = {
-        p.node_name: probe_environment(connect(p.kubeconfig), p.node_name) for p in plan.profiles
+        p.node_name: probe_environment(connect(p.kubeconfig, context=p.kube_context), p.node_name)
+        for p in plan.profiles
     }
     run_id = new_run(
         store,
@@ -184,7 +185,11 @@ class NodeSweep:
 
     def run(self) -> NodeOutcome:
         gen = self.plan.playbook.generator
-        cluster = connect(self.profile.kubeconfig, pool_size=max(32, gen.concurrency + 8))
+        cluster = connect(
+            self.profile.kubeconfig,
+            context=self.profile.kube_context,
+            pool_size=max(32, gen.concurrency + 8),
+        )
         self.preflight(cluster)
         ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)

@@ -92,7 +92,7 @@ class NodeController:
         self.session = NodeSession(profile, accept_new_host_key=accept_new_host_key)
         self.ssh = self.session.ssh
         self.sudo = profile.sudo
-        self.cluster = connect(profile.kubeconfig)
+        self.cluster = connect(profile.kubeconfig, context=profile.kube_context)
         self.journal = Journal(store)
         self.lock = NodeLock(self.ssh, profile.lock_path, sudo=profile.sudo)
         self.guard = SignalGuard()

@@ -93,7 +93,9 @@ def check(
         cluster: list[Cluster] = []
         report.add("api: node Ready", lambda: _ready(profile, cluster))
         if text and ssh.connected:
-            waiter_cluster = cluster[0] if cluster else connect(profile.kubeconfig)
+            waiter_cluster = (
+                cluster[0] if cluster else connect(profile.kubeconfig, context=profile.kube_context)
+            )
             waiter = HealthWaiter(node, waiter_cluster, profile)
             url = healthz_url(profile, text[0])
             ok = waiter.healthz_ok(url)
@@ -146,7 +148,7 @@ def _lock(node: NodeSession) -> str:
 
 
 def _ready(profile: NodeProfile, out: list[Cluster]) -> str:
-    cluster = connect(profile.kubeconfig)
+    cluster = connect(profile.kubeconfig, context=profile.kube_context)
     st = node_status(cluster, profile.node_name)
     out.append(cluster)
     if not st.ready:
@@ -209,7 +211,7 @@ def show(
         except AbtestError as exc:
             problems.append(f"ssh: {exc}")
         try:
-            cluster = connect(profile.kubeconfig)
+            cluster = connect(profile.kubeconfig, context=profile.kube_context)
             st = node_status(cluster, profile.node_name)
             out["ready"] = st.ready
             out["kubelet_version"] = st.kubelet_version
