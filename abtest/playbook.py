@@ -8,6 +8,7 @@ from pathlib import Path
 
 from abtest import datafiles
 from abtest.errors import ConfigError
+from abtest.margin import MARGIN_TODO, margin_problem
 from abtest.schema import Fields, load_yaml_mapping
 
 DESIGNS = ("gates-all", "attribution", "factorial", "baseline", "singles", "combined")
@@ -170,11 +171,20 @@ def parse_playbook(path: Path) -> Playbook:
         workload=_parse_workload(top.sub("workload")),
         generator=_parse_generator(top.sub("generator")),
         metrics=tuple(metrics),
-        margin_pct=top.number("margin_pct", default=5.0, minimum=0.0),
+        margin_pct=_margin(top),
         max_rounds=top.integer("max_rounds", default=20, minimum=2),
         confidence=confidence,
         text=path.read_text(encoding="utf-8"),
     )
+
+
+def _margin(top: Fields) -> float:
+    """margin_pct under the one rule `abtest regress --margin` uses too."""
+    value = top.number("margin_pct", default=5.0)
+    problem = margin_problem(value)
+    if problem is not None:
+        raise top.error("margin_pct", problem, MARGIN_TODO)
+    return value
 
 
 def _parse_workload(w: Fields) -> Workload:

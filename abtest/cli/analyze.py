@@ -15,7 +15,9 @@ import typer
 
 from abtest.cli import sources
 from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.cli.rounds_csv import require_metrics
 from abtest.errors import UserError
+from abtest.report.fmt import no_interval
 from abtest.stats import METRICS, Comparison, compare, uncomparable
 from abtest.stats.intervals import check_confidence
 
@@ -23,7 +25,9 @@ METHOD_LINES = (
     "Percent reduction = (B - T) / B x 100 on geometric means (log scale), t-interval; "
     "savings = B - T in seconds on means.",
     "Paired by block where rounds come in blocks that pair up, Welch otherwise; "
-    "p-values test 'no change', Holm-adjusted within each table.",
+    "p-values test 'no change', Holm-adjusted across the arms of each table.",
+    "Means are the ones the saving is made of (complete blocks when paired); "
+    "'(all x)': the mean over every round, where that differs.",
 )
 
 
@@ -106,23 +110,14 @@ def analyze(
 
 
 def _chosen_metrics(rounds: pd.DataFrame, asked: list[str] | None, where: str) -> list[str]:
-    present = [m for m in METRICS if m in rounds.columns]
+    """--metric names (repeat or comma-separate) checked against the file; default: every metric
+    column in it. A bad cell only rejects the file when its metric is analysed."""
     if not asked:
-        return present
-    chosen: list[str] = []
-    for name in (part.strip() for item in asked for part in item.split(",")):
-        if not name or name in chosen:
-            continue
-        if name not in present:
-            raise UserError(
-                f"unknown metric {name!r}",
-                f"--metric (file {where})",
-                f"choose from the metric columns in the file: {', '.join(present)}",
-            )
-        chosen.append(name)
-    if not chosen:
-        raise UserError("--metric is empty", "--metric", f"choose from {', '.join(present)}")
-    return chosen
+        return require_metrics(rounds, None, where)
+    names = [part.strip() for item in asked for part in item.split(",") if part.strip()]
+    if not names:
+        raise UserError("--metric is empty", "--metric", f"choose from {', '.join(METRICS)}")
+    return require_metrics(rounds, names, where)
 
 
 def _number(value: float | None) -> float | None:
@@ -144,6 +139,8 @@ def _as_json(c: Comparison) -> dict[str, Any]:
         "n_pairs": c.n_pairs,
         "baseline_mean": _number(c.baseline_mean),
         "treatment_mean": _number(c.treatment_mean),
+        "baseline_mean_matched": _number(c.baseline_mean_matched),
+        "treatment_mean_matched": _number(c.treatment_mean_matched),
         "baseline_median": _number(c.baseline_median),
         "treatment_median": _number(c.treatment_median),
         "savings_s": _number(c.savings_s),
@@ -156,13 +153,23 @@ def _as_json(c: Comparison) -> dict[str, Any]:
         "confidence": c.confidence,
         "method": c.method,
         "note": c.note,
+        "savings_note": c.savings_note,
+        "pct_note": c.pct_note,
     }
 
 
-def _fmt_interval(value: float, interval: tuple[float, float] | None, digits: int) -> str:
+def _fmt_interval(
+    value: float, interval: tuple[float, float] | None, digits: int, why: str = ""
+) -> str:
     if interval is None:
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}f} ({no_interval(why)})"
     return f"{value:.{digits}f} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def _fmt_mean(matched: float, every_round: float) -> str:
+    """The mean the saving is made of, and the all-rounds mean when they differ (unbalanced)."""
+    text = f"{matched:.3f}"
+    return text if f"{every_round:.3f}" == text else f"{text} (all {every_round:.3f})"
 
 
 def _fmt_p(p: float | None) -> str:
@@ -192,10 +199,10 @@ def _print_tables(comparisons: list[Comparison], baseline: str, confidence: floa
                     c.arm,
                     f"{c.n_baseline}/{c.n_treatment}"
                     + (f" ({c.n_pairs} pairs)" if c.method == "paired" else ""),
-                    f"{c.baseline_mean:.3f}",
-                    f"{c.treatment_mean:.3f}",
-                    _fmt_interval(c.savings_s, c.savings_ci, 3),
-                    _fmt_interval(c.pct_reduction, c.pct_ci, 1),
+                    _fmt_mean(c.baseline_mean_matched, c.baseline_mean),
+                    _fmt_mean(c.treatment_mean_matched, c.treatment_mean),
+                    _fmt_interval(c.savings_s, c.savings_ci, 3, c.savings_note),
+                    _fmt_interval(c.pct_reduction, c.pct_ci, 1, c.pct_note),
                     _fmt_p(c.p_value),
                     _fmt_p(c.p_adjusted),
                     c.note,

@@ -12,8 +12,10 @@ import typer
 from abtest.cli import options as o
 from abtest.cli import sources
 from abtest.cli.render import console, err_console, print_json
+from abtest.cli.rounds_csv import require_metrics
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
+from abtest.margin import check_margin
 from abtest.playbook import load_playbook, load_profile
 from abtest.report.verdict import describe, junit_xml, markdown_summary
 from abtest.stats.gate import EXIT_COULD_NOT_MEASURE, GateResult
@@ -40,7 +42,9 @@ def regress(
     run_size: int | None = sources.SIZE,
     sizes: str = o.SIZES,
     metric: list[str] = typer.Option(None, "--metric", help="Metric(s); default: playbook's."),
-    margin: float = typer.Option(None, "--margin", help="Allowed slowdown in percent."),
+    margin: float = typer.Option(
+        None, "--margin", help="Allowed slowdown in percent, 0 or more; default: playbook's."
+    ),
     rounds: int = typer.Option(None, "--rounds", min=2, help="Blocks before the first look."),
     max_rounds: int = typer.Option(None, "--max-rounds", min=2, help="Cap on blocks."),
     confidence: float = typer.Option(None, "--confidence", help="Across all looks."),
@@ -59,7 +63,8 @@ def regress(
     SPEC: comma-separated `binary=/path/on/node` and/or `featureGates.X=true`,
     `kubeAPIQPS=5`, ...; `default` is the node as it is."""
     pb = load_playbook(playbook)
-    margin_pct = pb.margin_pct if margin is None else margin
+    # The playbook's margin passed the same rule when it was loaded.
+    margin_pct = pb.margin_pct if margin is None else check_margin(margin, "--margin")
     conf = pb.confidence if confidence is None else confidence
     metrics = _metrics(metric) or list(pb.metrics)
     chosen_sizes = o.parse_sizes(sizes)
@@ -82,6 +87,7 @@ def regress(
             csv, kube_burner, clusterloader2, arm_globs, job, block, run_size
         )
         rounds_df = loaded.frame
+        metrics = require_metrics(rounds_df, metrics, loaded.source)
         for note in loaded.notes:
             err_console.print(f"note: {note}", highlight=False)
         result = gate.gate_from_frame(
@@ -172,6 +178,11 @@ def _emit(result: GateResult, junit: Path | None, summary: Path | None, json_out
                         "n_reference": d.n_reference,
                         "n_candidate": d.n_candidate,
                         "look_confidence": d.look_confidence,
+                        "decisions": d.decisions,
+                        "n_pairs": d.n_pairs,
+                        "method": d.method,
+                        "p_value": d.p_value,
+                        "note": d.note,
                     }
                     for d in result.decisions
                 ],

@@ -2,12 +2,24 @@
 
 One row per accepted round: ``arm``, ``size`` and optional ``block`` columns, and one column
 per metric (``batch_ready_s``, ``p50_s``, ``p95_s``, ``p99_s``; any non-empty subset), times in
-seconds. Other columns are ignored. Every problem is a UserError naming the file, the line and
-the column, so the user can fix the file without guessing.
+seconds. Other columns are ignored by the analysis. Every problem is a UserError naming the
+file, the line and the column, so the user can fix the file without guessing.
+
+Refused rather than guessed at:
+
+- a column named twice in the header (pandas would silently rename the second copy and the
+  analysis would ignore it);
+- exact duplicate rows (every column equal): a pasted-twice round would count as two and
+  shrink the interval. Two real rounds with identical times are told apart by any column that
+  differs, e.g. ``round`` or ``block``;
+- an empty or bad cell in a metric that is analysed. Metrics not asked for are not read, so a
+  gap there does not reject the file.
 """
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +28,20 @@ import pandas as pd
 from abtest.errors import UserError
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 
+# frame.attrs keys: the file's metric columns, and the error of each one with a bad cell.
+FILE_METRICS = "abtest_file_metrics"
+UNREADABLE = "abtest_unreadable_metrics"
 HEADER_HINT = f"the header needs arm,size[,block] and at least one of {', '.join(METRICS)}"
 
 
 def load_rounds_csv(path: Path) -> pd.DataFrame:
     """The rounds of ``path`` as a frame: arm (str), size (int), block (str, if given), metrics.
 
-    Raises UserError for a missing or empty file, missing columns, empty or non-numeric cells,
-    non-positive times and a file with fewer than 2 rounds.
+    Raises UserError for a missing or empty file, a column named twice, missing columns, exact
+    duplicate rows, empty or bad arm/size/block cells, and a file with fewer than 2 rounds.
+    A metric column with an empty, non-numeric or non-positive cell is left out of the frame
+    and its error kept (``frame.attrs``): ``require_metrics`` raises it when that metric is
+    asked for, so a gap in a metric nobody analyses does not reject the file.
     """
     where = str(path)
     if not path.is_file():
@@ -36,6 +54,7 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable CSV ({reason})", where, HEADER_HINT) from None
+    _check_header(path, where)
     raw.columns = [str(c).strip() for c in raw.columns]
     raw = raw.fillna("").apply(lambda column: column.str.strip())
     # Data row i is on line i + 2 (line 1 is the header); keep that before dropping blank lines.
@@ -45,8 +64,8 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     missing = [c for c in (ARM, SIZE) if c not in raw.columns]
     if missing:
         raise UserError(f"no column {', '.join(missing)}", where, HEADER_HINT)
-    metrics = [m for m in METRICS if m in raw.columns]
-    if not metrics:
+    present = [m for m in METRICS if m in raw.columns]
+    if not present:
         raise UserError("no metric column", where, HEADER_HINT)
     if raw.empty:
         raise UserError("no rounds, only a header", where, "add one row per measured round")
@@ -57,14 +76,81 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
             "measure at least 2 rounds per arm (5 blocks is a good start)",
         )
 
+    _check_duplicates(raw, where)
+
     rounds = pd.DataFrame(index=raw.index)
     rounds[ARM] = _text_column(raw, ARM, where)
     rounds[SIZE] = _size_column(raw, where)
     if BLOCK in raw.columns:
         rounds[BLOCK] = _text_column(raw, BLOCK, where)
-    for metric in metrics:
-        rounds[metric] = _time_column(raw, metric, where)
-    return rounds.reset_index(drop=True)
+    unreadable: dict[str, UserError] = {}
+    for metric in present:
+        try:
+            rounds[metric] = _time_column(raw, metric, where)
+        except UserError as exc:  # kept, and raised if this metric is asked for
+            unreadable[metric] = exc
+    rounds = rounds.reset_index(drop=True)
+    rounds.attrs[FILE_METRICS] = present
+    rounds.attrs[UNREADABLE] = unreadable
+    return rounds
+
+
+def require_metrics(rounds: pd.DataFrame, asked: Sequence[str] | None, where: str) -> list[str]:
+    """The metrics to analyse: ``asked`` (names, in order, no repeats) or, when None, every
+    metric column of the file. Raises UserError for a metric the file does not have, or the
+    error of a bad cell in a metric asked for (file, line, column)."""
+    present: list[str] = rounds.attrs.get(FILE_METRICS) or [
+        m for m in METRICS if m in rounds.columns
+    ]
+    unreadable: dict[str, UserError] = rounds.attrs.get(UNREADABLE) or {}
+    chosen = present if asked is None else list(dict.fromkeys(asked))
+    for name in chosen:
+        if name not in present:
+            raise UserError(
+                f"unknown metric {name!r}",
+                f"--metric (file {where})",
+                f"choose from the metric columns in the file: {', '.join(present)}",
+            )
+        if name in unreadable:
+            raise unreadable[name]
+    return chosen
+
+
+def _check_header(path: Path, where: str) -> None:
+    """Refuse a column named twice: pandas renames the copy (``p95_s.1``) and it is lost."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    seen: set[str] = set()
+    for name in (h.strip() for h in header):
+        if name and name in seen:
+            raise UserError(
+                f"column {name!r} appears twice in the header",
+                f"{where}, line 1, column {name}",
+                "keep one column per name",
+            )
+        seen.add(name)
+
+
+def _check_duplicates(raw: pd.DataFrame, where: str) -> None:
+    """Refuse rows identical in every column: a round pasted twice would count twice."""
+    repeated = raw[raw.duplicated(keep=False)]
+    if repeated.empty:
+        return
+    first_copy = raw.duplicated(keep="first")
+    line = int(raw.index[first_copy.to_numpy()][0])
+    twin = next(
+        int(other)
+        for other in repeated.index
+        if other != line and repeated.loc[other].equals(raw.loc[line])
+    )
+    count = int(first_copy.sum())
+    more = f" ({count} duplicate rows in all)" if count > 1 else ""
+    raise UserError(
+        f"duplicate rounds: line {line} repeats line {twin} exactly{more}",
+        where,
+        "remove the copy, or if they are distinct rounds with equal times, add a column "
+        "that tells them apart (e.g. round or block)",
+    )
 
 
 def _text_column(raw: pd.DataFrame, column: str, where: str) -> pd.Series:

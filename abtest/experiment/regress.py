@@ -3,7 +3,8 @@
 Three sources of rounds, one decision path: a live measurement (the sweep engine with two
 arms, more blocks while INCONCLUSIVE), two stored runs, or a rounds CSV. Looks are fixed in
 advance — at ``rounds``, ``2 x rounds``, ... up to ``max_rounds`` blocks — so the Bonferroni
-spending in ``abtest.stats.regression`` knows ``max_looks`` before the first look.
+spending in ``abtest.stats.regression`` knows ``max_looks`` and the number of (size, metric)
+decisions before the first look.
 """
 
 from __future__ import annotations
@@ -41,10 +42,19 @@ def decide(
     look: int = 1,
     max_looks: int = 1,
 ) -> tuple[Decision, ...]:
+    if reference == candidate:
+        # One arm against itself is no comparison (the contrast collapses): a usage error.
+        raise UserError(
+            f"the same arm {reference!r} as reference and candidate",
+            "--candidate",
+            "give the arm to test with --candidate and the one to test against with --reference",
+        )
     arms = set(rounds["arm"].astype(str))
     for name, flag in ((reference, "--reference"), (candidate, "--candidate")):
         if name not in arms:
             raise UserError(f"no rounds for arm {name!r}", flag, f"arms present: {sorted(arms)}")
+    # The overall verdict is the worst of these decisions: alpha is spent across all of them.
+    family = len(sizes) * len(metrics)
     out = []
     for size in sizes:
         for metric in metrics:
@@ -61,6 +71,7 @@ def decide(
                     confidence=confidence,
                     look=look,
                     max_looks=max_looks,
+                    decisions=family,
                 )
             )
     return tuple(out)
@@ -103,6 +114,12 @@ def analysable_rounds(store: Store, run_id: str) -> pd.DataFrame:
 def rounds_of_two_runs(store: Store, reference_run: str, candidate_run: str) -> pd.DataFrame:
     """Two stored runs as one frame with arms `reference` and `candidate`. They must be on the
     same node; blocks of different runs do not pair, so the comparison is unpaired (Welch)."""
+    if reference_run == candidate_run:
+        raise UserError(
+            f"the same run {reference_run} as reference and candidate",
+            "--candidate-run",
+            "give the run of the candidate and the run of the reference",
+        )
     ref_row, cand_row = store.run_row(reference_run), store.run_row(candidate_run)
     if ref_row["node_name"] != cand_row["node_name"]:
         raise UserError(

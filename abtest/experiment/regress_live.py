@@ -75,6 +75,13 @@ def parse_spec(spec: str, flag: str) -> NodeState:
 
 def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
     ref, cand = parse_spec(opts.reference, "--reference"), parse_spec(opts.candidate, "--candidate")
+    if (ref.binary, dict(ref.settings)) == (cand.binary, dict(cand.settings)):
+        # Measuring one node state against itself is no gate (issue 11 item 11).
+        raise UserError(
+            "the candidate is the same node state as the reference",
+            "--candidate",
+            "give the candidate's binary=... and/or settings; --reference defaults to the node",
+        )
     arms = (
         Arm("reference", frozenset(), ref.settings, ref.binary),
         Arm("candidate", frozenset(), cand.settings, cand.binary),

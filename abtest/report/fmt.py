@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from abtest.stats.contrast import TOO_SMALL
+from abtest.stats.contrast import NO_VARIATION, TOO_SMALL
 
 DASH = "\u2013"  # en dash: no value
 
@@ -25,7 +25,11 @@ def signed(value: float | None, digits: int = 3) -> str:
 
 def no_interval(note: str) -> str:
     """What to print instead of an interval: stats' own reason, shortened."""
-    return "n too small" if TOO_SMALL in note or "n too small" in note else "no interval"
+    if TOO_SMALL in note or "n too small" in note:
+        return "n too small"
+    if NO_VARIATION in note:
+        return "no variation"
+    return "no interval"
 
 
 def with_ci(

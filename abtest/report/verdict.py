@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from abtest.stats import Decision
+from abtest.stats.contrast import NO_VARIATION
 from abtest.stats.gate import GateResult
 
 METRIC_NAMES = {
@@ -22,9 +23,16 @@ METRIC_NAMES = {
 
 def _ci(d: Decision) -> str:
     if d.slowdown_ci is None:
-        return "no interval (n too small)"
+        # The real reason, from stats: too few rounds or pairs, or no variation at all.
+        if NO_VARIATION in d.note:
+            return "no interval (no variation between rounds)"
+        return f"no interval ({d.note or 'n too small'})"
     lo, hi = d.slowdown_ci
     return f"[{lo:+.1f} %, {hi:+.1f} %]"
+
+
+def _family(result: GateResult) -> int:
+    return max((d.decisions for d in result.decisions), default=len(result.decisions))
 
 
 def describe(d: Decision) -> str:
@@ -77,7 +85,9 @@ def markdown_summary(result: GateResult) -> str:
         "",
         f"Source: {result.source}. Looks: {result.looks} of at most {result.max_looks} "
         f"({result.blocks} blocks). Slowdown = (candidate - reference) / reference; "
-        "intervals are Bonferroni-adjusted across looks.",
+        f"intervals are Bonferroni-adjusted across the {result.max_looks} look(s) and the "
+        f"{_family(result)} decision(s), so the overall verdict is wrong (FAIL or PASS) at "
+        "most (1 - confidence) / 2 of the time in each direction.",
         "",
         "| size | metric | reference (s) | candidate (s) | slowdown | CI | margin | verdict |",
         "|---:|---|---:|---:|---:|---|---:|---|",

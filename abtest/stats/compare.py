@@ -49,9 +49,13 @@ class Comparison:
     ``savings_s = B - T`` (seconds, > 0 means the treatment is faster) and
     ``pct_reduction = (1 - GM_T / GM_B) * 100`` (geometric means; matches ``pct_ci``).
     ``savings_s`` and ``pct_reduction`` are the estimates the intervals are built around: in a
-    paired analysis, over the complete blocks (with every round paired, ``savings_s`` equals
-    ``baseline_mean - treatment_mean``). Means and medians are over all rounds of each arm.
-    Intervals and p-values are None when n is too small (see ``note``).
+    paired analysis, over the complete blocks. ``baseline_mean_matched`` and
+    ``treatment_mean_matched`` are the means the saving is made of (complete blocks when
+    paired, all rounds otherwise), so ``savings_s == baseline_mean_matched -
+    treatment_mean_matched`` always; ``baseline_mean``/``treatment_mean`` and the medians are
+    over all rounds of each arm and differ from those on unbalanced data.
+    Intervals and p-values are None when they cannot be computed: ``savings_note`` and
+    ``pct_note`` say why for each scale ("" when it has an interval), ``note`` says it all.
     """
 
     arm: str
@@ -77,6 +81,10 @@ class Comparison:
     p_adjusted: float | None
     method: str  # "paired" (by block), "welch" or "none" (no interval)
     note: str
+    savings_note: str = ""  # why savings_ci is None ("" when it is not)
+    pct_note: str = ""  # why pct_ci / ratio_ci / p_value are None ("" when they are not)
+    baseline_mean_matched: float = float("nan")  # the means savings_s is computed from
+    treatment_mean_matched: float = float("nan")
 
 
 def compare(
@@ -140,6 +148,13 @@ def compare_pair(
     """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``)."""
     check_confidence(confidence)
     check_rounds(rounds, metric)
+    if baseline == treatment:
+        # A contrast of an arm with itself collapses to one arm's mean: refuse, never print it.
+        raise UserError(
+            f"the same arm {baseline!r} on both sides of a comparison",
+            f"{metric} at size {size}",
+            "compare two different arms",
+        )
     base = rows_for(rounds, baseline, size)[metric].to_numpy(dtype=np.float64)
     treat = rows_for(rounds, treatment, size)[metric].to_numpy(dtype=np.float64)
     # Same rows and same pairing for both scales, so the method is the same for both.
@@ -159,6 +174,8 @@ def compare_pair(
         confidence=confidence,
         scale="log",
     )
+    # The saving is a difference of these means exactly (complete blocks when paired).
+    matched = dict(savings.arm_means)
     ratio_ci = pct_ci = None
     if log_ratio.ci is not None:
         lo, hi = log_ratio.ci
@@ -189,8 +206,26 @@ def compare_pair(
         p_value=log_ratio.p_value,
         p_adjusted=log_ratio.p_value,
         method=log_ratio.method,
-        note=log_ratio.note,
+        note=_combined_note(savings.note, log_ratio.note),
+        savings_note="" if savings.ci is not None else savings.note,
+        pct_note="" if log_ratio.ci is not None else log_ratio.note,
+        baseline_mean_matched=matched[baseline],
+        treatment_mean_matched=matched[treatment],
     )
+
+
+def _combined_note(savings_note: str, log_note: str) -> str:
+    """One note for both scales: what they share once, what differs named by its scale.
+
+    The scales share their rounds and pairing, so they differ only in whether their own
+    differences vary (a constant difference in seconds is a varying ratio, and vice versa).
+    """
+    saving_parts = [p for p in savings_note.split("; ") if p]
+    log_parts = [p for p in log_note.split("; ") if p]
+    shared = [p for p in log_parts if p in saving_parts]
+    only_pct = [f"percent reduction: {p}" for p in log_parts if p not in saving_parts]
+    only_saving = [f"saving: {p}" for p in saving_parts if p not in log_parts]
+    return "; ".join([*shared, *only_saving, *only_pct])
 
 
 def _sizes_with(rounds: pd.DataFrame, arm: str) -> list[int]:

@@ -23,17 +23,23 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats.frame import ARM, BLOCK, SIZE, has_blocks
-from abtest.stats.intervals import TIntervals, one_sample_t, welch_contrast
+from abtest.stats.intervals import TIntervals, no_variation, one_sample_t, welch_contrast
 
 Scale = Literal["raw", "log"]
 Method = Literal["paired", "welch", "none"]
 
 TOO_SMALL = "n too small for an interval"
+NO_VARIATION = "no variation between rounds (no interval)"
 
 
 @dataclass(frozen=True)
 class ContrastEstimate:
-    """A point estimate, its interval (None when n is too small) and how it was obtained."""
+    """A point estimate, its interval (None when n is too small) and how it was obtained.
+
+    ``arm_means`` are the per-arm means (on the contrast's scale) the estimate is made of:
+    over the complete blocks in a paired analysis (per-block means first), over all rounds in
+    a Welch one, so ``estimate == sum(c_arm * mean_arm)`` exactly.
+    """
 
     estimate: float
     ci: tuple[float, float] | None
@@ -41,6 +47,7 @@ class ContrastEstimate:
     method: Method
     n_blocks: int  # complete blocks used by the paired analysis; 0 otherwise
     note: str
+    arm_means: tuple[tuple[str, float], ...] = ()
 
 
 def estimate_contrast(
@@ -71,15 +78,19 @@ def estimate_contrast(
             f"{metric} at size {size}",
             "measure that arm at this size or leave it out",
         )
+    # The size of the rounding error the contrast's arithmetic can make. On the log scale a
+    # time's own representation error is ~1e-16 absolute, hence the floor of 1.
+    floor = 1.0 if scale == "log" else 0.0
+    magnitude = max(floor, float(np.abs(values).max())) * sum(abs(c) for c in coefs.values())
     fallback_note = ""
     if has_blocks(selected):
         data[BLOCK] = selected[BLOCK].to_numpy()
         per_block = data.groupby([BLOCK, ARM], sort=True)["value"].mean().unstack(ARM)
         complete = per_block[list(coefs)].dropna()
         if len(complete) >= 2:
-            return _paired(data, complete, coefs, confidence)
+            return _paired(data, complete, coefs, confidence, magnitude)
         fallback_note = f"blocks do not pair up ({len(complete)} complete); unpaired Welch"
-    return _welch(data, coefs, confidence, fallback_note)
+    return _welch(data, coefs, confidence, fallback_note, magnitude)
 
 
 def _paired(
@@ -87,6 +98,7 @@ def _paired(
     complete: pd.DataFrame,
     coefs: dict[str, float],
     confidence: float,
+    magnitude: float,
 ) -> ContrastEstimate:
     coef_vector = np.array([coefs[arm] for arm in complete.columns], dtype=np.float64)
     per_block = complete.to_numpy(dtype=np.float64) @ coef_vector
@@ -96,34 +108,49 @@ def _paired(
         notes.append(f"{dropped} round(s) in incomplete blocks left out")
     if data.groupby([BLOCK, ARM]).size().max() > 1:
         notes.append("repeated rounds averaged within block")
+    means = tuple((str(arm), float(complete[arm].mean())) for arm in complete.columns)
     result = one_sample_t(per_block, confidence)
-    return _from_intervals(result, "paired", len(complete), notes)
+    return _from_intervals(result, "paired", len(complete), notes, magnitude, means)
 
 
 def _welch(
-    data: pd.DataFrame, coefs: dict[str, float], confidence: float, fallback_note: str
+    data: pd.DataFrame,
+    coefs: dict[str, float],
+    confidence: float,
+    fallback_note: str,
+    magnitude: float,
 ) -> ContrastEstimate:
     groups = data.groupby(ARM)["value"]
     arms = list(coefs)
     means = groups.mean().reindex(arms).to_numpy(dtype=np.float64)
     counts = groups.size().reindex(arms).to_numpy(dtype=np.float64)
     coef_vector = np.array([coefs[arm] for arm in arms], dtype=np.float64)
+    arm_means = tuple((arm, float(m)) for arm, m in zip(arms, means, strict=True))
     notes = [fallback_note] if fallback_note else []
     if counts.min() < 2:
         estimate = float(coef_vector @ means)
-        return ContrastEstimate(estimate, None, None, "none", 0, "; ".join([*notes, TOO_SMALL]))
+        single = [arm for arm, n in zip(arms, counts, strict=True) if n < 2]
+        why = f"{TOO_SMALL} (fewer than 2 rounds of {', '.join(single)})"
+        return ContrastEstimate(
+            estimate, None, None, "none", 0, "; ".join([*notes, why]), arm_means
+        )
     variances = groups.var(ddof=1).reindex(arms).to_numpy(dtype=np.float64)
     result = welch_contrast(means, variances, counts, coef_vector, confidence)
-    return _from_intervals(result, "welch", 0, notes)
+    return _from_intervals(result, "welch", 0, notes, magnitude, arm_means)
 
 
 def _from_intervals(
-    result: TIntervals, method: Method, n_blocks: int, notes: list[str]
+    result: TIntervals,
+    method: Method,
+    n_blocks: int,
+    notes: list[str],
+    magnitude: float,
+    arm_means: tuple[tuple[str, float], ...],
 ) -> ContrastEstimate:
     estimate = float(result.estimate)
-    if not float(result.se) > 0.0:
-        notes.append("no variation between rounds; no interval")
-        return ContrastEstimate(estimate, None, None, method, n_blocks, "; ".join(notes))
+    if bool(no_variation(result.se, magnitude)):
+        notes.append(NO_VARIATION)
+        return ContrastEstimate(estimate, None, None, method, n_blocks, "; ".join(notes), arm_means)
     return ContrastEstimate(
         estimate=estimate,
         ci=(float(result.lo), float(result.hi)),
@@ -131,4 +158,5 @@ def _from_intervals(
         method=method,
         n_blocks=n_blocks,
         note="; ".join(notes),
+        arm_means=arm_means,
     )

@@ -44,6 +44,25 @@ class TIntervals:
     df: FloatArray
 
 
+# Below this fraction of the data's magnitude, a standard error is floating-point rounding, not
+# variation between rounds: 0.9 x B is not exact in binary, so a constant ratio leaves per-block
+# log ratios that differ in the last bits (se ~ 1e-17), and a plain `se > 0` would turn that into
+# a zero-width interval and p ~ 1e-47. Measured times carry at most microsecond resolution, i.e.
+# relative variation far above 1e-9, so real spread is never mistaken for none.
+RELATIVE_TOLERANCE = 1e-9
+
+
+def no_variation(se: ArrayLike, magnitude: ArrayLike) -> NDArray[np.bool_]:
+    """True where ``se`` is no real variation for data of size ``magnitude`` (same scale).
+
+    ``magnitude`` is the largest absolute value that went into the estimate times the sum of
+    the absolute contrast coefficients: the size of the rounding error the arithmetic can make.
+    """
+    se_arr = np.asarray(se, dtype=np.float64)
+    limit = RELATIVE_TOLERANCE * np.abs(np.asarray(magnitude, dtype=np.float64))
+    return np.asarray(~(se_arr > limit), dtype=np.bool_)
+
+
 def check_confidence(confidence: float) -> None:
     """Raise UserError unless 0 < confidence < 1 (0.95, not 95)."""
     if not (0.0 < confidence < 1.0):
