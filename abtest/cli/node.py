@@ -216,9 +216,17 @@ def restore(
     accept_new_host_key: bool = ACCEPT,
     db: Path | None = DB,
     json_out: bool = JSON,
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Put the originals back even over a config or binary that changed since abtest "
+        "wrote it (someone else's edit is overwritten).",
+    ),
 ) -> None:
-    """Put back the original config from the journal, restart, verify healthy, release
-    the lock. Nothing to do is not an error."""
+    """Put back the original config (and kubelet binary) from the journal, or from the
+    backup and marker on the node when this database has none; restart, verify healthy,
+    release the lock. Nothing to do is not an error. A file someone else changed since
+    abtest wrote it is refused and left as found (exit 2) unless --force."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
     with (
         _store(db) as store,
@@ -231,7 +239,7 @@ def restore(
             progress=_progress,
         ) as ctl,
     ):
-        rec = _run(ctl.restore)
+        rec = _run(lambda: ctl.restore(force=force))
     if json_out:
         print_json(rec.as_dict())
         return

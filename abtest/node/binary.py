@@ -1,10 +1,15 @@
 """Swap the kubelet binary for a candidate file on the node, and put the original back.
 
 Used by the regression gate ("is this kubelet build slower?"). Like the config: the
-original is kept byte-for-byte on the node (``<binary>.abtest-original``, a ``cp -p`` copy)
-with its sha256 in the journal (kind ``binary``); a swap is a copy to a temp file in the
-same directory and a rename; every step is verified by sha256. The restart that makes the
-swap take effect is the caller's (the next config apply restarts with force_restart).
+original is kept byte-for-byte on the node (``<binary>.abtest-original``) with its sha256,
+owner and mode in the journal (kind ``binary``) and in a marker beside it
+(``<binary>.abtest-original.marker``, which also lists the sha256 of every candidate we
+installed and the lock token), so ``abtest node restore`` finds and checks the swap even
+when the controller's database is lost. Every copy goes through a temp file in the same
+directory (fsync, rename, a trap that removes it on failure) and is verified by sha256; the
+installed file keeps the original's owner and mode. A binary that is not one we installed
+is refused, not overwritten (``--force`` overrides). The restart that makes a swap take
+effect is the caller's (the next config apply restarts with force_restart).
 """
 
 from __future__ import annotations
@@ -13,8 +18,19 @@ import re
 from dataclasses import dataclass
 
 from abtest.errors import NodeError, UserError
+from abtest.node import remote_files as rf
+from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs, Marker
 from abtest.node.session import NodeSession
-from abtest.store.journal import APPLIED, APPLYING, RESTORED, Journal
+from abtest.store.journal import (
+    ABANDONED,
+    APPLIED,
+    APPLYING,
+    CHANGED,
+    FAILED,
+    RESTORED,
+    Journal,
+    JournalEntry,
+)
 
 SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+-]+")
 BACKUP_SUFFIX = ".abtest-original"
@@ -40,12 +56,18 @@ class KubeletBinary:
         self.profile = session.profile
         self.path = check_path(self.profile.kubelet_binary_path, "kubelet.binary_path")
         self.backup = self.path + BACKUP_SUFFIX
+        self.marker = self.backup + MARKER_SUFFIX
+        self.conn = session.ssh
+        self.sudo = self.profile.sudo
 
     def _sha256(self, path: str) -> str | None:
         res = self.session.run(["sha256sum", "--", path], timeout=60)
         if not res.ok:
             return None
         return res.stdout.split()[0]
+
+    def pending(self) -> JournalEntry | None:
+        return self.journal.pending(self.profile.node_name, kind="binary")
 
     def require_candidate(self, candidate: str) -> str:
         """The candidate's sha256; a missing file is an error before anything changes."""
@@ -58,62 +80,189 @@ class KubeletBinary:
             )
         return sha
 
-    def install(self, candidate: str | None) -> BinaryState:
+    def adopt(self) -> JournalEntry | None:
+        """No journal entry here, but a backup of ours on the node (the database that
+        swapped the binary is lost): journal it from the node's marker, to be restored."""
+        if not rf.exists(self.conn, self.backup, sudo=self.sudo):
+            return None
+        marker = rf.read_marker(self.conn, self.marker, sudo=self.sudo)
+        if marker is None:  # an older abtest's backup: only the backup itself is known
+            marker = Marker((), self._sha256(self.backup) or "")
+        return self.journal.begin(
+            node_name=self.profile.node_name,
+            profile_name=self.profile.name,
+            path=self.path,
+            original=b"",
+            applied={
+                "source": "node marker",
+                "original_sha256": marker.original_sha256,
+                "ours": list(marker.ours),
+                "owner": marker.owner,
+                "mode": marker.mode,
+                "lock_token": marker.lock_token,
+            },
+            backup_path=self.backup,
+            kind="binary",
+        )
+
+    def install(self, candidate: str | None, *, lock_token: str | None = None) -> BinaryState:
         """Make ``candidate`` (None: the original) the file at the profile's binary path."""
-        entry = self.journal.pending(self.profile.node_name, kind="binary")
+        entry = self.pending()
         if candidate is None:
             if entry is not None:
                 self.put_back()
             return BinaryState(self.path, self._sha256(self.path) or "", None)
         want = self.require_candidate(candidate)
-        if entry is None:
-            original = self._sha256(self.path)
-            if original is None:
-                raise NodeError(f"the kubelet binary {self.path} is missing on the node")
-            self.session.run(["cp", "-p", "--", self.path, self.backup], timeout=120).check(
-                f"keeping the original kubelet binary as {self.backup}"
-            )
-            if self._sha256(self.backup) != original:
-                raise NodeError(f"{self.backup}: copy does not match the original's sha256")
-            entry = self.journal.begin(
-                node_name=self.profile.node_name,
-                profile_name=self.profile.name,
-                path=self.path,
-                original=b"",
-                applied={"candidate": candidate, "original_sha256": original},
-                backup_path=self.backup,
-                kind="binary",
-            )
-            # the journal's original_sha256 is of b"" (the bytes stay on the node): keep the
-            # binary's own in applied_json, checked again on restore
+        if entry is not None:
+            current = self.check_ours(entry)
+            ours = sorted({*entry.applied.get("ours", []), want})
+            applied = {**entry.applied, "candidate": candidate, "ours": ours}
+            entry = self.journal.mark(entry.id, APPLYING, applied=applied)
+            self._write_marker(entry)
+            self._copy_over(candidate, want, entry, expect=current)
         else:
-            self.journal.mark(entry.id, APPLYING, applied={**entry.applied, "candidate": candidate})
-        self._copy_over(candidate, want)
+            self._first_install(candidate, want, lock_token)
+            entry = self.pending()
+            assert entry is not None
         self.journal.mark(entry.id, APPLIED, detail=f"kubelet binary <- {candidate}")
         return BinaryState(self.path, want, candidate)
 
-    def put_back(self) -> bool:
+    def _first_install(self, candidate: str, want: str, lock_token: str | None) -> None:
+        st = rf.stat_file(self.conn, self.path, sudo=self.sudo)
+        original = self._sha256(self.path)
+        if st is None or original is None:
+            raise NodeError(f"the kubelet binary {self.path} is missing on the node")
+        if rf.exists(self.conn, self.backup, sudo=self.sudo):
+            raise UserError(
+                f"{self.backup} is on the node: an earlier swap of abtest's may still be in "
+                "effect; nothing was changed",
+                f"node {self.profile.node_name}",
+                f"run `abtest node restore --profile {self.profile.name}` first",
+            )
+        entry = self.journal.begin(
+            node_name=self.profile.node_name,
+            profile_name=self.profile.name,
+            path=self.path,
+            original=b"",  # the bytes stay on the node: their sha256 is in applied_json
+            applied={
+                "candidate": candidate,
+                "original_sha256": original,
+                "ours": sorted({original, want}),
+                "owner": f"{st.uid}:{st.gid}",
+                "mode": f"{st.mode:o}",
+                "lock_token": lock_token,
+            },
+            backup_path=self.backup,
+            kind="binary",
+        )
+        # every change from here on is inside the block that undoes it
+        made_backup = False
+        try:
+            owner, mode = f"{st.uid}:{st.gid}", f"{st.mode:o}"
+            rf.atomic_copy(
+                self.conn, self.path, self.backup, owner=owner, mode=mode, sudo=self.sudo,
+                expect_sha256=ABSENT,
+            )  # fmt: skip
+            made_backup = True
+            if self._sha256(self.backup) != original:
+                raise NodeError(f"{self.backup}: copy does not match the original's sha256")
+            self._write_marker(entry)
+            self._copy_over(candidate, want, entry, expect=original)
+        except BaseException as exc:
+            self._undo_first_install(entry, exc, made_backup)
+            raise
+
+    def _undo_first_install(
+        self, entry: JournalEntry, exc: BaseException, made_backup: bool
+    ) -> None:
+        """Back to the node as found. A backup (and marker) the failed copy did not make is
+        not ours to remove: a failed copy leaves no temp file, and nothing else."""
+        original = str(entry.applied["original_sha256"])
+        why = f"{type(exc).__name__}: {exc}"
+        try:
+            swapped = (
+                made_backup
+                and not isinstance(exc, ChangedUnderUs)
+                and self._sha256(self.path) != original
+            )
+            if swapped:
+                self._copy_over(self.backup, original, entry)
+            if made_backup:
+                rf.remove(self.conn, self.marker, self.backup, sudo=self.sudo)
+        except BaseException as failure:
+            detail = f"swap failed: {why}; undoing it failed: {failure}"
+            self.journal.mark(entry.id, FAILED, detail=detail)
+            raise NodeError(
+                f"{detail}. Check {self.path} on {self.profile.node_name}, then run "
+                f"`abtest node restore --profile {self.profile.name}`"
+            ) from failure
+        if swapped:
+            self.journal.mark(entry.id, RESTORED, detail=f"swap failed: {why}; original back")
+        else:
+            self.journal.mark(entry.id, ABANDONED, detail=f"swap failed: {why}; nothing changed")
+
+    def check_ours(self, entry: JournalEntry, *, force: bool = False) -> str:
+        """The binary's sha256, if it is the original or one we installed; else refuse
+        (journal ``changed``, node left as found) unless ``force``."""
+        current = self._sha256(self.path) or ABSENT
+        original = str(entry.applied.get("original_sha256", ""))
+        if force or current == original or current in entry.applied.get("ours", []):
+            return current
+        detail = (
+            f"changed under us: {self.path} has sha256 {current[:12]}, neither the original "
+            f"({original[:12]}) nor a candidate abtest installed; left as found"
+        )
+        self.journal.mark(entry.id, CHANGED, detail=detail)
+        raise ChangedUnderUs(
+            detail,
+            f"node {self.profile.node_name}",
+            f"look at what replaced it; `abtest node restore --profile {self.profile.name} "
+            "--force` puts the original back over it",
+            found=current,
+        )
+
+    def put_back(self, *, force: bool = False) -> bool:
         """Restore the original binary from the node's backup; True if something was done."""
-        entry = self.journal.pending(self.profile.node_name, kind="binary")
+        entry = self.pending()
         if entry is None:
             return False
+        current = self.check_ours(entry, force=force)
         original = str(entry.applied.get("original_sha256", ""))
-        if self._sha256(self.path) != original:
+        if current != original:
             if self._sha256(self.backup) != original:
                 raise NodeError(
                     f"{self.backup} does not match the original kubelet's sha256 "
                     f"{original[:12]}: restore the binary by hand (journal #{entry.id})"
                 )
-            self._copy_over(self.backup, original)
-        self.session.run(["rm", "-f", "--", self.backup], timeout=30).check("removing backup")
+            self._copy_over(self.backup, original, entry, expect=current)
+        rf.remove(self.conn, self.marker, self.backup, sudo=self.sudo)
         self.journal.mark(entry.id, RESTORED, detail="original kubelet binary back")
         return True
 
-    def _copy_over(self, source: str, want_sha: str) -> None:
-        tmp = f"{self.path}.abtest-tmp"
-        script = 'cp -p -- "$1" "$2" && mv -f -- "$2" "$3"'
-        self.session.run(
-            ["sh", "-c", script, "abtest-swap", source, tmp, self.path], timeout=120
-        ).check(f"installing {source} as {self.path}")
+    def _write_marker(self, entry: JournalEntry) -> None:
+        a = entry.applied
+        marker = Marker(
+            tuple(a.get("ours", [])),
+            str(a["original_sha256"]),
+            a.get("lock_token"),
+            a.get("owner"),
+            a.get("mode"),
+        )
+        rf.atomic_write(self.conn, self.marker, marker.render().encode(), sudo=self.sudo)
+
+    def _copy_over(
+        self, source: str, want_sha: str, entry: JournalEntry, expect: str | None = None
+    ) -> None:
+        """``source`` over the binary with the original's owner and mode, verified."""
+        owner, mode = entry.applied.get("owner"), entry.applied.get("mode")
+        if not (owner and mode):  # an older entry: the backup kept them (cp -p)
+            st = rf.stat_file(self.conn, self.backup, sudo=self.sudo)
+            if st is None:
+                raise NodeError(f"{self.backup} is missing: restore the binary by hand")
+            owner, mode = f"{st.uid}:{st.gid}", f"{st.mode:o}"
+        rf.atomic_copy(
+            self.conn, source, self.path, owner=str(owner), mode=str(mode), sudo=self.sudo,
+            expect_sha256=expect,
+        )  # fmt: skip
         if self._sha256(self.path) != want_sha:
             raise NodeError(f"{self.path}: sha256 after the copy is not {source}'s")

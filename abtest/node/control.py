@@ -10,6 +10,15 @@
   original, never stacked).
 - restore: the journal's original back, restart, healthy, journal closed, lock released.
 
+Someone else's edit is never overwritten: a config write checks on the node, just before the
+rename, that the file is still the bytes we read, and a restore (or the next arm) first
+checks that the file is the original or bytes we wrote (the journal, or the marker beside
+the node-side backup when this database has no entry). Otherwise: refused with a clear
+message, the node left as found (no write, no restart), journal state ``changed``;
+``restore(force=True)`` (``abtest node restore --force``) overrides. Every remote change
+happens inside the block that undoes it: a backup that cannot be written leaves no
+pending entry and no kept lock.
+
 :func:`applied` is the sweep's context manager: apply on enter, restore on exit, on an
 exception and on SIGINT/SIGTERM.
 """
@@ -31,6 +40,7 @@ from abtest.errors import ClusterError, NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node import remote_files as rf
 from abtest.node.binary import KubeletBinary
+from abtest.node.config_file import BACKUP_SUFFIX, ConfigFile
 from abtest.node.health import (
     Expectation,
     HealthReport,
@@ -44,17 +54,33 @@ from abtest.node.health import (
     unknown_paths,
 )
 from abtest.node.lock import NodeLock
-from abtest.node.records import ApplyRecord, RestoreRecord, RolledBack
+from abtest.node.records import (
+    ApplyRecord,
+    RestoreRecord,
+    RolledBack,
+    describe_settings,
+    reason_of,
+    text_of,
+)
+from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs, Marker
 from abtest.node.session import NodeSession
-from abtest.node.signals import Interrupted, SignalGuard
+from abtest.node.signals import SignalGuard
 from abtest.playbook import NodeProfile
 from abtest.store.db import Store
-from abtest.store.journal import APPLIED, APPLYING, FAILED, RESTORED, Journal, JournalEntry
+from abtest.store.journal import (
+    ABANDONED,
+    APPLIED,
+    APPLYING,
+    FAILED,
+    RESTORED,
+    Journal,
+    JournalEntry,
+)
 
 #: Test hook: ``ABTEST_NODE_TEST_HOOK=kill-after-write`` SIGKILLs the controller right after
 #: the new config is written (tests prove ``abtest node restore`` recovers from that).
 TEST_HOOK_ENV = "ABTEST_NODE_TEST_HOOK"
-BACKUP_SUFFIX = ".abtest-original"
+__all__ = ["BACKUP_SUFFIX", "MARKER_SUFFIX", "NodeController", "applied", "describe_settings"]
 LOG_LINES = 40
 
 Progress = Callable[[str], None]
@@ -63,13 +89,6 @@ Progress = Callable[[str], None]
 def _test_hook(point: str) -> None:
     if os.environ.get(TEST_HOOK_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def describe_settings(settings: Mapping[str, Scalar]) -> str:
-    def show(v: Scalar) -> str:
-        return ("true" if v else "false") if isinstance(v, bool) else str(v)
-
-    return ", ".join(f"{p}={show(v)}" for p, v in settings.items()) or "(nothing)"
 
 
 class NodeController:
@@ -120,13 +139,25 @@ class NodeController:
         try:
             held = self.lock.held
             if held is not None:
-                pending = self.journal.pending(self.profile.node_name)
-                if pending is None or pending.applied.get("lock_token") != held.token:
+                ours = [
+                    e
+                    for e in (
+                        self.journal.pending(self.node),
+                        self.journal.pending(self.node, kind="binary"),
+                    )
+                    if e is not None and e.applied.get("lock_token") == held.token
+                ]
+                if not ours:
                     self.lock.release()
                 elif held.state != "kept":
-                    settings = describe_settings(pending.applied.get("settings", {}))
+                    pending = ours[0]
+                    what = (
+                        describe_settings(pending.applied.get("settings", {}))
+                        if pending.kind == "config"
+                        else f"kubelet binary {pending.applied.get('candidate')}"
+                    )
                     self.lock.keep(
-                        f"{settings} (journal #{pending.id} in {self.journal.store.path}); "
+                        f"{what} (journal #{pending.id} in {self.journal.store.path}); "
                         f"undo: abtest node restore --profile {self.profile.name}"
                     )
         except NodeError as exc:
@@ -149,6 +180,14 @@ class NodeController:
     @property
     def backup_path(self) -> str:
         return self.config_path + BACKUP_SUFFIX
+
+    @property
+    def marker_path(self) -> str:
+        return self.backup_path + MARKER_SUFFIX
+
+    @property
+    def files(self) -> ConfigFile:
+        return ConfigFile(self.session, self.journal, self.config_path, self.progress)
 
     # --- building blocks --------------------------------------------------------------
 
@@ -220,9 +259,13 @@ class NodeController:
                 f"`abtest node restore --profile {self.profile.name}` first"
             )
         current = self.read_config()
+        if pending is not None:
+            self.files.check_ours(pending, current)  # not someone else's edit since our write
+        else:
+            self.files.require_no_backup()
         original = pending.original if pending else current
         where = f"{self.node}:{self.config_path}"
-        new_text = kc.apply_settings(_text(original, where), checked, where=where)
+        new_text = kc.apply_settings(text_of(original, where), checked, where=where)
         new = new_text.encode("utf-8")
         paths = list(checked)
         config, gates = self.running_view()
@@ -253,20 +296,25 @@ class NodeController:
         old_paths = pending.applied.get("paths", []) if pending else []
         back = [p for p in old_paths if p not in checked]  # an earlier arm's, now original
         expectations = [Expectation(p, v) for p, v in checked.items()]
-        expectations += original_expectations(back, _text(original, where), before)
+        expectations += original_expectations(back, text_of(original, where), before)
         if not record.changed and not force_restart:
             _, problems = compare(expectations, config, gates)
             if not problems:
                 record.messages.append("already in effect: no write, no restart")
                 record.total_s = time.monotonic() - t0
                 return record
+        # ours: the bytes the file may have from here on (what it has, checked above to be
+        # ours or the original, and what we write)
+        ours = sorted({rf.sha256(current), record.config_sha256})
         applied = {
             "settings": checked,
             "paths": sorted(set(old_paths) | set(paths)),
             "before": before,
             "lock_token": token,
             "config_sha256": record.config_sha256,
+            "ours_sha256": ours,
         }
+        marker = Marker(tuple(ours), record.original_sha256, token).render()
         if pending is None:
             entry = self.journal.begin(
                 node_name=self.node,
@@ -276,25 +324,62 @@ class NodeController:
                 applied=applied,
                 backup_path=self.backup_path,
             )
-            like = rf.stat_file(self.ssh, self.config_path, sudo=self.sudo)
-            rf.atomic_write(self.ssh, self.backup_path, original, sudo=self.sudo, like=like)
-            self.progress(f"original kept: journal #{entry.id} and {self.backup_path}")
         else:
             entry = self.journal.mark(pending.id, APPLYING, applied=applied)
         record.journal_id = entry.id
+        stage = "keep"  # nothing of ours on the node yet
         try:
+            if pending is None:
+                self.files.keep_original(original, marker)
+                self.progress(f"original kept: journal #{entry.id} and {self.backup_path}")
+            stage = "write"
             if record.changed:
                 with self.guard.shield():
-                    rf.atomic_write(self.ssh, self.config_path, new, sudo=self.sudo)
+                    self.files.write(new, current=current, marker=marker)
                 self.progress(f"wrote {self.config_path} (sha256 {record.config_sha256[:12]})")
             _test_hook("kill-after-write")
+            stage = "restart"
             record.health, record.restart_command_s = self.restart_and_wait(expectations, new_text)
             record.restarted = True
             self.journal.mark(entry.id, APPLIED, detail=describe_settings(checked))
         except BaseException as exc:
+            changed = isinstance(exc, ChangedUnderUs)
+            if pending is None and (stage == "keep" or changed):
+                self._abandon(entry, exc, stage)  # our config was never written
+            if changed:  # between our check and the rename: someone else's, left as found
+                self.files.refuse(entry, getattr(exc, "found", "?"))
             self._rollback(entry, exc)
         record.total_s = time.monotonic() - t0
         return record
+
+    def _abandon(self, entry: JournalEntry, exc: BaseException, stage: str) -> NoReturn:
+        """Nothing of ours took effect: remove the backup if we made it (``keep_original``
+        leaves none when it fails), close the journal entry, raise the cause."""
+        reason = reason_of(exc)
+        with self.guard.shield():
+            try:
+                self.ssh.reconnect()  # an interrupted transfer may have left a channel mid-way
+                if stage != "keep":
+                    self.files.remove_backup(self.backup_path)
+            except BaseException as failure:
+                detail = f"not applied: {reason}; removing {self.backup_path} failed: {failure}"
+                self.journal.mark(entry.id, FAILED, detail=detail)
+                raise NodeError(
+                    f"{detail}. Remove it, then run "
+                    f"`abtest node restore --profile {self.profile.name}`"
+                ) from failure
+            changed = isinstance(exc, ChangedUnderUs) and stage == "write"
+            why = "changed under us, left as found" if changed else "nothing was changed"
+            self.journal.mark(entry.id, ABANDONED, detail=f"not applied: {reason}; {why}")
+        if changed:
+            raise ChangedUnderUs(
+                f"{self.config_path} changed under us between our read and our write; "
+                "left as found (no write, no restart)",
+                f"node {self.node}",
+                "look at what changed it, then try again",
+                found=getattr(exc, "found", ""),
+            ) from exc
+        raise exc
 
     def _hold_lock(self, purpose: str, takeover_token: str | None = None) -> str:
         if self.lock.held is None:
@@ -303,17 +388,24 @@ class NodeController:
         return self.lock.held.token
 
     def _rollback(self, entry: JournalEntry, exc: BaseException) -> NoReturn:
-        reason = _reason(exc)
+        reason = reason_of(exc)
         self.progress(f"apply failed ({reason}); rolling back to the original config")
         tail = ""
+        binary_back = False
         with self.guard.shield():
             try:
                 self.ssh.reconnect()  # an interrupted transfer may have left a channel mid-way
                 if isinstance(exc, Exception):
                     tail = self.session.kubelet_log_tail(LOG_LINES)
+                # checked before anything changes: someone else's edit is left as found
+                self.files.check_ours(entry, self.read_config(entry.path))
+                # a candidate binary that does not start goes too, or the rollback fails alike
+                binary_back = KubeletBinary(self.session, self.journal).put_back()
                 restore = self._put_back(entry, f"rolled back: {reason}")
+            except ChangedUnderUs:
+                raise  # journaled as changed; nothing was written
             except BaseException as failure:
-                detail = f"apply failed: {reason}; rollback failed: {_reason(failure)}"
+                detail = f"apply failed: {reason}; rollback failed: {reason_of(failure)}"
                 self.journal.mark(entry.id, FAILED, detail=detail)
                 raise NodeError(
                     f"{detail}. The node may be unhealthy: check it, then run "
@@ -322,66 +414,57 @@ class NodeController:
         if not isinstance(exc, Exception):
             raise exc
         secs = restore.restart_to_verified_s or 0.0
-        message = (
-            f"{reason}; rolled back to the original config (healthy {secs:.1f} s after restart)"
-        )
+        what = "config and kubelet binary" if binary_back else "config"
+        message = f"{reason}; rolled back to the original {what} (healthy {secs:.1f} s later)"
         if tail:
             message += f"\n--- kubelet log, last lines ---\n{tail}"
         raise RolledBack(message, getattr(exc, "stage", None), restore, tail) from exc
 
     # --- restore ----------------------------------------------------------------------
 
-    def restore(self) -> RestoreRecord:
+    def restore(self, *, force: bool = False) -> RestoreRecord:
         """Put the journal's original back (or the node's backup when this database has no
-        journal entry), restart, verify healthy. A no-op with a message if nothing pends."""
-        entry = self.journal.pending(self.node)
+        journal entry), restart, verify healthy. A no-op with a message if nothing pends.
+
+        The config and the binary must be the originals or what we wrote, checked before
+        anything changes; else :class:`ChangedUnderUs` and the node is left as found.
+        ``force``: put the originals back over whatever is there."""
         with self.guard.shield():
             binary = KubeletBinary(self.session, self.journal)
-            if binary.journal.pending(self.node, kind="binary") is not None:
-                self._hold_lock("restore the kubelet binary", self._binary_token())
-                binary.put_back()
-                self.progress(f"original kubelet binary back at {binary.path}")
-                if entry is None:
-                    t0 = time.monotonic()
-                    text = _text(self.read_config(), self.config_path)
-                    health, restart_s = self.restart_and_wait([], text)
-                    return RestoreRecord(
-                        node_name=self.node,
-                        restored=True,
-                        journal_id=None,
-                        message="original kubelet binary back",
-                        health=health,
-                        restart_command_s=restart_s,
-                        total_s=time.monotonic() - t0,
-                    )
-            if entry is None:
-                if rf.stat_file(self.ssh, self.backup_path, sudo=self.sudo) is None:
-                    return RestoreRecord(
-                        node_name=self.node,
-                        restored=False,
-                        journal_id=None,
-                        message=f"nothing to restore: no pending change for {self.node} in "
-                        f"{self.journal.store.path} and no {self.backup_path} on the node",
-                    )
-                token = self._hold_lock("restore from the node backup")
-                original = self.read_config(self.backup_path)
-                self.progress(f"no journal entry here; restoring {self.backup_path} from the node")
-                entry = self.journal.begin(
+            entry = self.journal.pending(self.node) or self.files.adopt()
+            bin_entry = binary.pending() or binary.adopt()
+            if entry is None and bin_entry is None:
+                return RestoreRecord(
                     node_name=self.node,
-                    profile_name=self.profile.name,
-                    path=self.config_path,
-                    original=original,
-                    applied={
-                        "settings": {},
-                        "paths": [],
-                        "source": "node backup",
-                        "lock_token": token,
-                    },
-                    backup_path=self.backup_path,
+                    restored=False,
+                    journal_id=None,
+                    message=f"nothing to restore: no pending change for {self.node} in "
+                    f"{self.journal.store.path} and no {self.backup_path} or "
+                    f"{binary.backup} on the node",
                 )
-            else:
-                self._hold_lock(f"restore journal #{entry.id}", entry.applied.get("lock_token"))
-            return self._put_back(entry, "restored by abtest node restore")
+            tokens = [e.applied.get("lock_token") for e in (entry, bin_entry) if e is not None]
+            token = next((str(t) for t in tokens if t), None)
+            self._hold_lock(f"restore journal #{(entry or bin_entry).id}", token)  # type: ignore[union-attr]
+            if entry is not None:
+                self.files.check_ours(entry, self.read_config(entry.path), force=force)
+            if bin_entry is not None:
+                binary.check_ours(bin_entry, force=force)
+                binary.put_back(force=True)  # checked just above
+                self.progress(f"original kubelet binary back at {binary.path}")
+            if entry is not None:
+                return self._put_back(entry, "restored by abtest node restore", force=force)
+            t0 = time.monotonic()
+            text = text_of(self.read_config(), self.config_path)
+            health, restart_s = self.restart_and_wait([], text)
+            return RestoreRecord(
+                node_name=self.node,
+                restored=True,
+                journal_id=bin_entry.id if bin_entry else None,
+                message="original kubelet binary back",
+                health=health,
+                restart_command_s=restart_s,
+                total_s=time.monotonic() - t0,
+            )
 
     def install_kubelet_binary(self, candidate: str | None) -> str:
         """Put ``candidate`` (a file on the node; None: the original) at the profile's
@@ -390,9 +473,9 @@ class NodeController:
         binary = KubeletBinary(self.session, self.journal)
         if candidate is not None:
             binary.require_candidate(candidate)  # before the lock or anything else changes
-        self._hold_lock(f"kubelet binary {candidate or 'original'}", self._binary_token())
+        token = self._hold_lock(f"kubelet binary {candidate or 'original'}", self._binary_token())
         with self.guard.shield():
-            return binary.install(candidate).sha256
+            return binary.install(candidate, lock_token=token).sha256
 
     def has_pending_change(self) -> bool:
         """A config or binary change of ours is in effect (restore() puts both back)."""
@@ -402,18 +485,28 @@ class NodeController:
         )
 
     def _binary_token(self) -> str | None:
-        entry = self.journal.pending(self.node)
-        token = entry.applied.get("lock_token") if entry else None
-        return str(token) if token else None
+        for kind in ("binary", "config"):
+            entry = self.journal.pending(self.node, kind=kind)
+            if entry is not None and entry.applied.get("lock_token"):
+                return str(entry.applied["lock_token"])
+        return None
 
-    def _put_back(self, entry: JournalEntry, why: str) -> RestoreRecord:
+    def _put_back(self, entry: JournalEntry, why: str, *, force: bool = False) -> RestoreRecord:
         t0 = time.monotonic()
         original = entry.original
         if rf.sha256(original) != entry.original_sha256:
             raise NodeError(f"journal #{entry.id}: the kept original does not match its sha256")
-        text = _text(original, f"journal #{entry.id}")
-        if self.read_config(entry.path) != original:
-            rf.atomic_write(self.ssh, entry.path, original, sudo=self.sudo)
+        text = text_of(original, f"journal #{entry.id}")
+        current = self.read_config(entry.path)
+        self.files.check_ours(entry, current, force=force)
+        if current != original:
+            try:
+                rf.atomic_write(
+                    self.ssh, entry.path, original, sudo=self.sudo,
+                    expect_sha256=rf.sha256(current),
+                )  # fmt: skip
+            except ChangedUnderUs as exc:
+                self.files.refuse(entry, exc.found)
             self.progress(
                 f"wrote the original {entry.path} back (sha256 {entry.original_sha256[:12]})"
             )
@@ -421,7 +514,7 @@ class NodeController:
         self.journal.mark(entry.id, RESTORED, detail=why)
         if entry.backup_path:
             try:
-                rf.remove(self.ssh, entry.backup_path, sudo=self.sudo)
+                self.files.remove_backup(entry.backup_path)
             except NodeError as exc:
                 self.progress(f"could not remove {entry.backup_path}: {exc}")
         return RestoreRecord(
@@ -434,21 +527,6 @@ class NodeController:
             restart_command_s=restart_s,
             total_s=time.monotonic() - t0,
         )
-
-
-def _text(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NodeError(f"{where}: the kubelet config is not UTF-8 text") from None
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, Interrupted):
-        return str(exc)
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, NodeError) else str(exc)
 
 
 @contextmanager

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from abtest.domain import Scalar
-from abtest.errors import ApplyFailed
+from abtest.errors import ApplyFailed, NodeError
 from abtest.node.health import HealthReport
+from abtest.node.signals import Interrupted
 
 
 @dataclass
@@ -113,6 +115,29 @@ class RolledBack(ApplyFailed):
         self.stage = stage  # the health stage that failed, if it was one
         self.rollback = rollback
         self.log_tail = log_tail
+
+
+def describe_settings(settings: Mapping[str, Scalar]) -> str:
+    def show(v: Scalar) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return ", ".join(f"{p}={show(v)}" for p, v in settings.items()) or "(nothing)"
+
+
+def reason_of(exc: BaseException) -> str:
+    """Why an apply stopped, in one line for the journal and the user."""
+    if isinstance(exc, Interrupted):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, NodeError) else str(exc)
+
+
+def text_of(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NodeError(f"{where}: the kubelet config is not UTF-8 text") from None
 
 
 def _r(x: float | None) -> float | None:

@@ -1,7 +1,8 @@
 """The node journal: what was changed on which node, and the original bytes to put back.
 
 One row per change (table ``node_journal``). A row is *pending* while the node may differ
-from its original (states ``applying``, ``applied``, ``failed``); ``restored`` closes it.
+from its original (states ``applying``, ``applied``, ``failed``, ``changed``); ``restored``
+and ``abandoned`` close it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ APPLYING = "applying"  # about to write / written, not yet healthy
 APPLIED = "applied"  # written and verified healthy
 RESTORED = "restored"  # the original is back (after restore or rollback)
 FAILED = "failed"  # rollback did not finish: the node needs `abtest node restore`
-PENDING = (APPLYING, APPLIED, FAILED)
-STATES = (APPLYING, APPLIED, RESTORED, FAILED)
+#: the file is not what we wrote (someone else changed it under us): left as found;
+#: `abtest node restore --force` puts the original back over it
+CHANGED = "changed"
+#: stopped before anything of ours took effect (e.g. the backup write failed): nothing to undo
+ABANDONED = "abandoned"
+PENDING = (APPLYING, APPLIED, FAILED, CHANGED)
+STATES = (APPLYING, APPLIED, RESTORED, FAILED, CHANGED, ABANDONED)
 
 
 @dataclass(frozen=True)
