@@ -3,18 +3,16 @@ failed arms), the refusal to resume a run with another plan, and the closing sum
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pytest
+from fake_node import FakeKit, FakeNode
 
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
 from abtest.errors import UserError
-from abtest.experiment import sweep
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.schedule import RoundKey, remaining
 from abtest.experiment.sweep import (
@@ -205,54 +203,36 @@ def test_summary_rows_without_baseline_or_rounds() -> None:
 # --------------------------------------------------------------------------- resume slots
 
 
-class _FakeGuard:
-    @contextlib.contextmanager
-    def shield(self) -> Iterator[None]:
-        yield
-
-
-class _FakeController:
-    """Stands in for NodeController: nothing pending, nothing to restore."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.guard = _FakeGuard()
-
-    def __enter__(self) -> _FakeController:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def has_pending_change(self) -> bool:
-        return False
-
-
-def _resumed_visits(
-    monkeypatch: pytest.MonkeyPatch, store: Store, plan: SweepPlan, run_id: str
-) -> list[tuple[int, list[RoundKey]]]:
-    """Which rounds NodeSweep.run hands to each visit it configures, node layer faked."""
+def _resumed_visits(store: Store, plan: SweepPlan, run_id: str) -> list[tuple[int, list[RoundKey]]]:
+    """Which rounds NodeSweep.run hands to each visit it configures, on a scripted fake node."""
     seen: list[tuple[int, list[RoundKey]]] = []
 
-    def visit(
-        self: NodeSweep, ctl: Any, session: Any, cluster: Any, v: Any, slots: Any, _: Any
-    ) -> None:
-        seen.append((v.index, [s.key for s in slots]))
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        if kind == "round_start":
+            slot = data["slot"]
+            if not seen or seen[-1][0] != slot.visit_index:
+                seen.append((slot.visit_index, []))
+            seen[-1][1].append(slot.key)
 
-    monkeypatch.setattr(sweep, "connect", lambda *a, **k: object())
-    monkeypatch.setattr(sweep, "ensure_namespace", lambda *a, **k: False)
-    monkeypatch.setattr(sweep, "NodeController", _FakeController)
-    monkeypatch.setattr(sweep, "NodeSession", _FakeController)
-    monkeypatch.setattr(NodeSweep, "preflight", lambda self, cluster: None)
-    monkeypatch.setattr(NodeSweep, "_visit", visit)
+    node = FakeNode(NODE).expect("preflight", "namespace abtest")
     worker = NodeSweep(
-        plan, plan.profiles[0], store, run_id, SweepOptions(), lambda *_: None, threading.Event()
+        plan,
+        plan.profiles[0],
+        store,
+        run_id,
+        SweepOptions(),
+        emit,
+        threading.Event(),
+        FakeKit(node),
     )
     assert worker.run().status == "finished"
+    node.verify()
+    assert node.calls.count("restart") == len(seen)  # one restart per visit configured
     return seen
 
 
 def test_resume_runs_only_missing_rounds_and_redoes_the_warmup_of_a_resumed_visit(
-    monkeypatch: pytest.MonkeyPatch, store: Store
+    store: Store,
 ) -> None:
     plan = _plan(warmup=True)
     run_id = _sweep_run(store, plan)
@@ -263,17 +243,17 @@ def test_resume_runs_only_missing_rounds_and_redoes_the_warmup_of_a_resumed_visi
     # visit 0 finished; visit 1 stopped after its warm-up and first measured round
     for s in [*v0, *v1[:2]]:
         _round(store, run_id, NODE, s.key)
-    seen = _resumed_visits(monkeypatch, store, plan, run_id)
+    expected = remaining(plan.schedule, done_keys(store, run_id, NODE))
+    seen = _resumed_visits(store, plan, run_id)
     assert [i for i, _ in seen] == [v.index for v in plan.schedule.visits[1:]]
     # the resumed visit restarts the kubelet, so its warm-up runs again, then what is left
     assert seen[0][1] == [v1[0].key, v1[2].key]
-    expected = remaining(plan.schedule, done_keys(store, run_id, NODE))
+    # every round the sweep ran is now in the store: the resumed run is complete
+    assert done_keys(store, run_id, NODE) == {s.key for s in plan.schedule.slots}
     assert [k for _, keys in seen for k in keys] == [s.key for s in expected]
 
 
-def test_resume_skips_arms_that_failed_to_apply(
-    monkeypatch: pytest.MonkeyPatch, store: Store
-) -> None:
+def test_resume_skips_arms_that_failed_to_apply(store: Store) -> None:
     plan = _plan()
     run_id = _sweep_run(store, plan)
     store.insert_many(
@@ -286,7 +266,7 @@ def test_resume_skips_arms_that_failed_to_apply(
     store.update(
         "arms", {"run_id": run_id, "name": "combined"}, {"status": "failed", "failure": "x"}
     )
-    seen = _resumed_visits(monkeypatch, store, plan, run_id)
+    seen = _resumed_visits(store, plan, run_id)
     ran = [plan.schedule.visits[i].arm for i, _ in seen]
     assert "combined" not in ran
     assert len(ran) == len(plan.schedule.visits) - plan.schedule.blocks

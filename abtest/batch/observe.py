@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from abtest.stopping import checkpoint
+
 # condition type -> attribute of PodSeen holding the first monotonic time it was seen True
 MILESTONES = {
     "PodScheduled": "scheduled",
@@ -141,6 +143,7 @@ class PodTracker:
                 if left <= 0 or self.aborted is not None:
                     return False
                 self._cond.wait(min(left, 0.2))
+                checkpoint()  # SIGINT/SIGTERM end the wait (abtest.stopping)
             return True
 
     def abort(self, reason: str) -> None:

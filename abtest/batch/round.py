@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from abtest import stopping
 from abtest.batch import metrics
 from abtest.batch.acceptance import judge
 from abtest.batch.generator import SubmitResult, submit
@@ -157,7 +158,7 @@ def cleanup(
     timeout_s: float,
     clock: Callable[[], float] = time.monotonic,
     reap_sandboxes: Callable[[], int] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stopping.sleep,
 ) -> CleanupResult:
     """Delete the round's pods; wait until gone from the API and, when the node can be asked,
     until its sandbox count is back at the baseline.
@@ -324,7 +325,7 @@ def run_round(
             if all_ready:
                 last = tracker.last_ready or clock()
                 while (left := last + gen.observe_s - clock()) > 0 and not tracker.aborted:
-                    time.sleep(min(left, 0.5))
+                    stopping.sleep(min(left, 0.5))  # a signal ends the round here
             timed_out = not reached
         finally:
             tracker.freeze()

@@ -7,7 +7,13 @@ starts, so `--resume` continues exactly where a run stopped. Whatever happens (e
 Ctrl-C, SIGTERM) the node's original config is put back and verified before we return.
 
 Several nodes run the same schedule concurrently, one thread each; a node is then a block
-factor in the analysis. One node is the N=1 case of the same code.
+factor in the analysis. One node is the N=1 case of the same code. SIGINT/SIGTERM are caught
+on the main thread (:mod:`abtest.stopping`) and reach every worker at its next wait, so each
+one stops promptly, restores its own node under a shield and releases its lock; the run is
+recorded "interrupted" and the signal propagates (the CLI exits 128 + signum).
+
+Everything that talks to a node or the API server comes from a
+:class:`~abtest.experiment.nodekit.NodeKit` (the real one by default).
 """
 
 from __future__ import annotations
@@ -17,28 +23,21 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from abtest.batch.record import record_round
-from abtest.batch.round import run_round
-from abtest.batch.run_record import finish_run, new_run, probe_environment
-from abtest.cluster.client import Cluster, connect
-from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
-from abtest.cluster.pods import count_pods
+from abtest.batch.run_record import finish_run, new_run
+from abtest.cluster.client import Cluster
 from abtest.domain import Arm
-from abtest.errors import AbtestError, ApplyFailed, ClusterError, NodeError, UserError
+from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
+from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
 from abtest.experiment.plan import SweepPlan
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
-from abtest.node.binary import KubeletBinary
-from abtest.node.control import NodeController
-from abtest.node.preflight import check as preflight_check
-from abtest.node.session import NodeSession
-from abtest.node.signals import Interrupted
 from abtest.playbook import NodeProfile
+from abtest.stopping import Interrupted, SignalGuard, checkpoint, shield
 from abtest.store.db import Store, now_iso
-from abtest.store.journal import Journal
 
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -88,12 +87,9 @@ def failed_arms(store: Store, run_id: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def start_run(store: Store, plan: SweepPlan, opts: SweepOptions) -> str:
+def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -> str:
     first = plan.profiles[0]
-    env = {
-        p.node_name: probe_environment(connect(p.kubeconfig, context=p.kube_context), p.node_name)
-        for p in plan.profiles
-    }
+    env = {p.node_name: kit.environment(p) for p in plan.profiles}
     run_id = new_run(
         store,
         opts.kind,
@@ -137,45 +133,26 @@ class NodeSweep:
         opts: SweepOptions,
         emit: Event,
         stop: threading.Event,
+        kit: NodeKit | None = None,
     ) -> None:
         self.plan, self.profile, self.store, self.run_id = plan, profile, store, run_id
         self.opts, self.emit, self.stop = opts, emit, stop
+        self.kit: NodeKit = kit or RealNodes()
         self.outcome = NodeOutcome(profile.node_name, "running")
         self.uses_binaries = any(a.kubelet_binary for a in plan.arms)
         self.upto_block: int | None = None  # run only blocks below this (regress looks)
 
     def preflight(self, cluster: Cluster) -> None:
-        settings = {k: v for arm in self.plan.arms for k, v in arm.settings}
-        report = preflight_check(
+        problems = self.kit.preflight(
             self.profile,
-            settings,
-            store=self.store,
+            cluster,
+            settings={k: v for arm in self.plan.arms for k, v in arm.settings},
+            binaries=sorted({a.kubelet_binary for a in self.plan.arms if a.kubelet_binary}),
             image=self.plan.playbook.workload.image,
+            namespace=self.plan.playbook.namespace,
+            store=self.store,
             accept_new_host_key=self.opts.accept_new_host_key,
         )
-        problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
-        binaries = sorted({a.kubelet_binary for a in self.plan.arms if a.kubelet_binary})
-        if binaries:
-            with NodeSession(self.profile) as session:
-                installer = KubeletBinary(session, Journal(self.store))
-                for path in binaries:
-                    try:
-                        installer.require_candidate(path)
-                    except NodeError as exc:
-                        problems.append(str(exc))
-        leftover = 0
-        try:
-            check_owned(cluster, self.plan.playbook.namespace)
-        except NamespaceNotOwned as exc:
-            problems.append(str(exc))
-        except ClusterError:
-            pass  # it does not exist yet: created right after the pre-flight
-        else:
-            leftover = count_pods(cluster, self.plan.playbook.namespace, "")
-        if leftover:
-            problems.append(
-                f"namespace {self.plan.playbook.namespace}: {leftover} pods already there"
-            )
         if problems:
             raise NodeError(
                 f"pre-flight failed on {self.profile.node_name}, nothing was changed: "
@@ -184,27 +161,35 @@ class NodeSweep:
         self.emit("preflight", {"node": self.profile.node_name, "ok": True})
 
     def run(self) -> NodeOutcome:
+        if threading.current_thread() is threading.main_thread():
+            return self._run()
+        # a worker thread: SQLite connections belong to the thread that opened them, so
+        # each worker writes through its own connection to the same (WAL) database
+        shared, self.store = self.store, Store(self.store.path)
+        try:
+            return self._run()
+        finally:
+            self.store.close()
+            self.store = shared
+
+    def _run(self) -> NodeOutcome:
         gen = self.plan.playbook.generator
-        cluster = connect(
-            self.profile.kubeconfig,
-            context=self.profile.kube_context,
-            pool_size=max(32, gen.concurrency + 8),
-        )
+        cluster = self.kit.cluster(self.profile, pool_size=max(32, gen.concurrency + 8))
         self.preflight(cluster)
-        ensure_namespace(cluster, self.plan.playbook.namespace)
+        self.kit.ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)
         failed = failed_arms(self.store, self.run_id)
         # a resumed visit restarts the kubelet, so its warm-up (if any) runs again
         todo = remaining(self.plan.schedule, done)
         with (
-            NodeController(
+            self.kit.controller(
                 self.profile,
                 self.store,
                 accept_new_host_key=self.opts.accept_new_host_key,
                 break_lock=self.opts.break_lock,
                 progress=lambda m: self.emit("node", {"msg": m}),
             ) as ctl,
-            NodeSession(self.profile) as session,
+            self.kit.session(self.profile) as session,
         ):
             try:
                 for visit in self.plan.schedule.visits:
@@ -213,8 +198,7 @@ class NodeSweep:
                     slots = [s for s in todo if s.visit_index == visit.index]
                     if not slots or visit.arm in failed:
                         continue
-                    if self.stop.is_set():
-                        raise SweepStopped("stopped because another node failed")
+                    self._boundary()
                     self._visit(ctl, session, cluster, visit, slots, failed)
                 self.outcome.status = "finished"
             except Interrupted as exc:
@@ -232,19 +216,22 @@ class NodeSweep:
                             "restored",
                             {
                                 "node": self.profile.node_name,
-                                "total_s": getattr(rec, "total_s", None),
+                                "total_s": rec.total_s,
                             },
                         )
         self.outcome.failed_arms = failed
         return self.outcome
 
-    def _slots(self, visit: Visit) -> list[RoundSlot]:
-        return [s for s in self.plan.schedule.slots if s.visit_index == visit.index]
+    def _boundary(self) -> None:
+        """Between visits and rounds: a signal, or another node's failure, stops us here."""
+        checkpoint()
+        if self.stop.is_set():
+            raise SweepStopped("stopped because another node failed")
 
     def _visit(
         self,
-        ctl: NodeController,
-        session: NodeSession,
+        ctl: NodeControl,
+        session: NodeAccess,
         cluster: Cluster,
         visit: Visit,
         slots: list[RoundSlot],
@@ -282,7 +269,6 @@ class NodeSweep:
             if self.opts.fail_fast:
                 raise
             return
-        health = rec.health
         self.store.update(
             "visits",
             {"id": visit_id},
@@ -290,8 +276,8 @@ class NodeSweep:
                 "applied": 1,
                 "restart_to_healthz_s": rec.restart_to_healthz_s,
                 "restart_to_ready_s": rec.restart_to_ready_s,
-                "restart_to_verified_s": getattr(rec, "restart_to_verified_s", None),
-                "verified_json": json.dumps(getattr(health, "verified", {}) or {}, default=str),
+                "restart_to_verified_s": rec.restart_to_verified_s,
+                "verified_json": json.dumps(rec.verified, default=str),
                 "config_sha256": rec.config_sha256,
             },
         )
@@ -300,15 +286,14 @@ class NodeSweep:
             {
                 "node": node,
                 "arm": arm.name,
-                "restart_to_verified_s": getattr(rec, "restart_to_verified_s", None),
+                "restart_to_verified_s": rec.restart_to_verified_s,
             },
         )
         pb = self.plan.playbook
         for slot in slots:
-            if self.stop.is_set():
-                raise SweepStopped("stopped because another node failed")
+            self._boundary()
             self.emit("round_start", {"node": node, "slot": slot})
-            result = run_round(
+            result = self.kit.run_round(
                 cluster,
                 node_name=node,
                 namespace=pb.namespace,
@@ -341,16 +326,36 @@ def run_sweep(
     emit: Event,
     resume_run_id: str | None = None,
     upto_block: int | None = None,
+    kit: NodeKit | None = None,
+) -> SweepResult:
+    """Run (or resume) the sweep on every node of the plan; always restores the nodes.
+
+    SIGINT/SIGTERM are handled for the whole call, on the main thread: the workers stop and
+    restore, the run is recorded "interrupted", and :class:`Interrupted` propagates.
+    """
+    kit = kit or RealNodes()
+    with SignalGuard():
+        return _sweep(plan, store, opts, emit, resume_run_id, upto_block, kit)
+
+
+def _sweep(
+    plan: SweepPlan,
+    store: Store,
+    opts: SweepOptions,
+    emit: Event,
+    resume_run_id: str | None,
+    upto_block: int | None,
+    kit: NodeKit,
 ) -> SweepResult:
     t0 = time.monotonic()
     if resume_run_id:
         run_id = resume_run_id
         store.update("runs", {"id": run_id}, {"status": "running", "stop_reason": None})
     else:
-        run_id = start_run(store, plan, opts)
+        run_id = start_run(store, plan, opts, kit)
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
     stop = threading.Event()
-    workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop) for p in plan.profiles]
+    workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop, kit) for p in plan.profiles]
     for w in workers:
         w.upto_block = upto_block
     status, reason = "finished", None
@@ -369,32 +374,36 @@ def run_sweep(
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        if status == "finished" and any(w.outcome.failed_arms for w in workers):
-            failed = sorted({a for w in workers for a in w.outcome.failed_arms})
-            reason = f"arms failed to apply and were skipped: {', '.join(failed)}"
-        finish_run(store, run_id, status, reason)
-        emit("end", {"run_id": run_id, "status": status, "reason": reason})
+        with shield():  # the run row is written even if a second signal comes now
+            if status == "finished" and any(w.outcome.failed_arms for w in workers):
+                failed = sorted({a for w in workers for a in w.outcome.failed_arms})
+                reason = f"arms failed to apply and were skipped: {', '.join(failed)}"
+            finish_run(store, run_id, status, reason)
+            emit("end", {"run_id": run_id, "status": status, "reason": reason})
     return SweepResult(run_id, status, [w.outcome for w in workers], time.monotonic() - t0)
 
 
 def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
-    """Each node in its own thread; the first failure stops the others at a round boundary
-    (each restores its node). Signals land in the main thread, which sets the stop flag."""
+    """Each node in its own thread; the main thread waits for every one of them.
+
+    The first failure sets ``stop`` (the others stop at their next round boundary and
+    restore). A signal lands here, on the main thread, which is shielded while it waits: the
+    signal is not raised here but reaches every worker at its next wait (abtest.stopping),
+    each restores its node, and only when all are done is the interruption raised.
+    """
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:
         futures = [pool.submit(w.run) for w in workers]
-        try:
-            errors = []
-            for f in futures:
-                try:
-                    f.result()
-                except BaseException as exc:  # collected per node, re-raised below
+        with shield():
+            pending: set[Future[NodeOutcome]] = set(futures)
+            while pending:
+                # a timeout, so the main thread runs its signal handler between waits
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                if any(f.exception() is not None for f in done):
                     stop.set()
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
-        except BaseException:
-            stop.set()
-            raise
+            errors = [e for f in futures if (e := f.exception()) is not None]
+            interrupted = [e for e in errors if isinstance(e, Interrupted)]
+            if interrupted or errors:
+                raise (interrupted or errors)[0]
 
 
 def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:

@@ -1,0 +1,373 @@
+"""A scripted fake node for the sweep, in the spirit of ``fabric.testing``.
+
+:class:`FakeKit` is an :class:`abtest.experiment.nodekit.NodeKit` over :class:`FakeNode` s.
+A fake node has a kubelet config (as settings), a lock and a pending change, and records
+every command the sweep makes it run (``preflight``, ``lock``, ``apply k=v``, ``restart``,
+``round 10``, ``rollback``, ``restore``, ``unlock`` ...). ``node.expect(...)`` scripts
+commands that must run, in order; ``node.verify()`` asserts they did and that the node is
+left as found (original config, no pending change, lock free).
+
+A node can hold the sweep in a long step - a batch round or a restart wait - the way a real
+one does: it waits with :func:`abtest.stopping.sleep`, so only a stop request ends the wait
+(the hold gives up after ``HOLD_CAP_S`` and records ``...-not-stopped``, which fails
+``verify``). With ``state_file`` every change is also written there as JSON, so a test can
+watch a sweep running in another process; ``python tests/fake_node.py`` is that process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from abtest.batch.model import PodRecord, RoundResult, Summary
+from abtest.domain import Scalar
+from abtest.errors import ApplyFailed
+from abtest.node.records import ApplyRecord, RestoreRecord
+from abtest.playbook import Generator, NodeProfile, Workload
+from abtest.stopping import SignalGuard, sleep
+from abtest.store.db import Store
+
+HOLD_CAP_S = 120.0  # a hold nobody stops ends here (and the test fails on the record)
+STEP_S = 0.02
+
+
+class FakeNode:
+    """One node: config, lock, pending change, and the log of every command run on it."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        original: Mapping[str, Scalar] | None = None,
+        hold: str | None = None,
+        restore_steps: int = 0,
+        failing: Mapping[str, str] | None = None,
+        preflight_problems: list[str] | None = None,
+        state_file: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.original: dict[str, Scalar] = dict(original or {"kubeAPIQPS": 50})
+        self.config: dict[str, Scalar] = dict(self.original)
+        self.hold = hold  # None | "round" | "restart": where the first visit blocks
+        self.restore_steps = restore_steps  # a restore that takes a while (poll steps)
+        self.failing = dict(failing or {})  # setting path -> why applying it fails
+        self.preflight_problems = list(preflight_problems or [])
+        self.state_file = state_file
+        self.lock_held = False
+        self.pending = False
+        self.phase = "idle"
+        self.calls: list[str] = []
+        self.expected: list[str] = []
+        self._mutex = threading.Lock()
+        self._dump()
+
+    # --- the script ---------------------------------------------------------------------
+
+    def expect(self, *commands: str) -> FakeNode:
+        """Commands that must run on this node, in this order (others may run between)."""
+        self.expected.extend(commands)
+        return self
+
+    def verify(self) -> None:
+        """Every scripted command ran, and the node is back as it was found."""
+        calls = iter(self.calls)
+        for want in self.expected:
+            assert any(c == want for c in calls), (
+                f"{self.name}: {want!r} not run in order; ran {self.calls}"
+            )
+        assert not [c for c in self.calls if c.endswith("-not-stopped")], self.calls
+        assert self.config == self.original, f"{self.name}: config {self.config} left changed"
+        assert not self.pending, f"{self.name}: a change is still pending"
+        assert not self.lock_held, f"{self.name}: lock left held"
+
+    def record(self, command: str, phase: str | None = None) -> None:
+        with self._mutex:
+            self.calls.append(command)
+            if phase is not None:
+                self.phase = phase
+            self._dump()
+
+    def _dump(self) -> None:
+        if self.state_file is None:
+            return
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state()))
+        os.replace(tmp, self.state_file)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "original": self.original,
+            "config": self.config,
+            "lock_held": self.lock_held,
+            "pending": self.pending,
+            "phase": self.phase,
+            "calls": self.calls,
+        }
+
+    def hold_here(self, where: str) -> None:
+        """Block like a long step does, until a stop request (or the cap) ends it."""
+        self.record(f"{where}-waiting", phase=where)
+        deadline = time.monotonic() + HOLD_CAP_S
+        while time.monotonic() < deadline:
+            sleep(STEP_S)
+        self.record(f"{where}-not-stopped", phase="idle")
+
+
+class FakeController:
+    """Stands where NodeController does: lock, apply + restart (+ rollback), restore."""
+
+    def __init__(self, node: FakeNode) -> None:
+        self.node = node
+        self.guard = SignalGuard()
+
+    def __enter__(self) -> FakeController:
+        self.guard.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.node.lock_held and not self.node.pending:
+                self.node.lock_held = False
+                self.node.record("unlock")
+            self.node.record("close")
+        finally:
+            self.guard.__exit__(exc_type, exc, tb)
+
+    def apply(
+        self,
+        settings: Mapping[str, Scalar],
+        *,
+        check_known: bool = True,
+        force_restart: bool = False,
+    ) -> ApplyRecord:
+        node = self.node
+        if not node.lock_held:
+            node.lock_held = True
+            node.record("lock")
+        node.pending = True
+        node.config = dict(node.original) | dict(settings)
+        node.record("apply " + ",".join(f"{k}={v}" for k, v in settings.items()), "applying")
+        try:
+            node.record("restart", "restarting")
+            if node.hold == "restart":  # the first restart waits (for health) until stopped
+                node.hold = None
+                node.hold_here("restart")
+            failing = [why for path, why in node.failing.items() if path in settings]
+            if failing:
+                raise RuntimeError(failing[0])
+        except BaseException as exc:
+            with self.guard.shield():  # as the real controller: a rollback is never cut
+                node.config = dict(node.original)
+                node.pending = False
+                node.record("rollback", "idle")
+            if isinstance(exc, Exception):
+                raise ApplyFailed(f"{exc}; rolled back to the original config") from exc
+            raise
+        node.phase = "applied"
+        return ApplyRecord(
+            node_name=node.name,
+            settings=dict(settings),
+            journal_id=1,
+            changed=True,
+            restarted=True,
+            diff="",
+            original_sha256="0" * 64,
+            config_sha256="1" * 64,
+        )
+
+    def restore(self) -> RestoreRecord:
+        node = self.node
+        with self.guard.shield():
+            node.record("restore-start", "restoring")
+            for _ in range(node.restore_steps):
+                sleep(STEP_S)  # shielded: a signal now must not cut the restore
+            node.config = dict(node.original)
+            node.pending = False
+            node.record("restore", "idle")
+        return RestoreRecord(node.name, True, 1, "restored", total_s=0.0)
+
+    def has_pending_change(self) -> bool:
+        return self.node.pending
+
+    def install_kubelet_binary(self, candidate: str | None) -> str:
+        self.node.record(f"binary {candidate or 'original'}")
+        return "2" * 64
+
+
+class FakeSession:
+    def __init__(self, node: FakeNode) -> None:
+        self.node = node
+
+    def __enter__(self) -> FakeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def sandbox_count(self) -> int:
+        return 0
+
+    def remove_stopped_sandboxes(self, namespace: str) -> int:
+        return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeCluster:
+    node: FakeNode
+
+
+class FakeKit:
+    """A NodeKit over fake nodes, by node name."""
+
+    def __init__(self, *nodes: FakeNode) -> None:
+        self.nodes = {n.name: n for n in nodes}
+
+    def cluster(self, profile: NodeProfile, *, pool_size: int) -> Any:
+        return FakeCluster(self.nodes[profile.node_name])
+
+    def environment(self, profile: NodeProfile) -> dict[str, Any]:
+        return {"node": {"node_name": profile.node_name, "fake": True}}
+
+    def preflight(self, profile: NodeProfile, cluster: Any, **_: Any) -> list[str]:
+        node = self.nodes[profile.node_name]
+        node.record("preflight")
+        return node.preflight_problems
+
+    def ensure_namespace(self, cluster: Any, namespace: str) -> None:
+        cluster.node.record(f"namespace {namespace}")
+
+    def controller(self, profile: NodeProfile, store: Store, **_: Any) -> FakeController:
+        return FakeController(self.nodes[profile.node_name])
+
+    def session(self, profile: NodeProfile) -> FakeSession:
+        return FakeSession(self.nodes[profile.node_name])
+
+    def run_round(
+        self,
+        cluster: Any,
+        *,
+        node_name: str,
+        namespace: str,
+        size: int,
+        run_id: str,
+        workload: Workload,
+        generator: Generator,
+        sandbox_count: Callable[[], int],
+        reap_sandboxes: Callable[[], int],
+    ) -> RoundResult:
+        node = self.nodes[node_name]
+        node.record(f"round {size}", "round")
+        if node.hold == "round":
+            node.hold = None
+            node.hold_here("round")
+        sandbox_count(), reap_sandboxes()
+        node.phase = "applied"
+        return fake_round(node_name, namespace, size, generator)
+
+
+def fake_round(
+    node_name: str, namespace: str, size: int, generator: Generator, seconds: float = 1.0
+) -> RoundResult:
+    pods = [PodRecord(f"p{i}", sent_s=0.0, ready_s=seconds, http_status=201) for i in range(size)]
+    summary = Summary(
+        size=size,
+        pods_ready=size,
+        latencies_s=tuple(seconds for _ in pods),
+        p50_s=seconds,
+        p95_s=seconds,
+        p99_s=seconds,
+        mean_s=seconds,
+        batch_ready_s=seconds,
+        submit_rate=None,
+        restarts=0,
+        ready_regressions=0,
+        create_failures=0,
+        create_retries=0,
+    )
+    return RoundResult(
+        node_name=node_name,
+        namespace=namespace,
+        size=size,
+        round_tag="fake",
+        started_wall=time.time(),
+        accepted=True,
+        reason=None,
+        summary=summary,
+        pods=pods,
+        events=[],
+        metric_deltas=[],
+        sandbox_failures=0,
+        timed_out=False,
+        watch_restarts=0,
+        watch_relisted=0,
+        client_cpu_s=None,
+        process_cpu_s=None,
+        cleanup_s=0.0,
+        cleanup_api_s=0.0,
+        cleanup_ok=True,
+        cleanup_note=None,
+        sandbox_baseline=0,
+        sandbox_after=0,
+        qps=generator.qps,
+        concurrency=generator.concurrency,
+        timeout_s=generator.timeout_s,
+        observe_s=generator.observe_s,
+    )
+
+
+# --------------------------------------------------------------------------- a sweep process
+
+
+def main(argv: list[str]) -> int:
+    """``fake_node.py STATE_DIR DB NODE:HOLD[:RESTORE_STEPS] ...``: run a sweep of the
+    lab-sweep playbook on the fake nodes, exiting as the CLI does (128 + signum)."""
+    from abtest.experiment.plan import PlanOptions, build_plan
+    from abtest.experiment.sweep import SweepOptions, run_sweep
+    from abtest.stopping import Interrupted
+
+    state_dir, db = Path(argv[0]), Path(argv[1])
+    nodes = []
+    for spec in argv[2:]:
+        name, hold, *steps = spec.split(":")
+        nodes.append(
+            FakeNode(
+                name,
+                hold=hold or None,
+                restore_steps=int(steps[0]) if steps else 0,
+                state_file=state_dir / f"{name}.json",
+            )
+        )
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=2, sizes=(10, 20), seed=7))
+    first = plan.profiles[0]
+    profiles = tuple(dataclasses.replace(first, name=n.name, node_name=n.name) for n in nodes)
+    plan = dataclasses.replace(plan, profiles=profiles)
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        print(kind, json.dumps(data, default=str), flush=True)
+
+    with Store(db) as store:
+        try:
+            result = run_sweep(plan, store, SweepOptions(command="fake"), emit, kit=FakeKit(*nodes))
+        except Interrupted as exc:
+            print(f"interrupted: {exc}", flush=True)
+            return exc.exit_code
+    print(f"status: {result.status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
