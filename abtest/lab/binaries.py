@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from abtest.errors import LabError
+from abtest.lab.build_progress import BuildProgress
 
 KUBERNETES_VERSION = "v1.34.4"
 STAGING_VERSION = "v0.34.4"
@@ -68,8 +67,12 @@ def binary_set() -> BinarySet:
     return BinarySet(cache_root() / "bin" / key)
 
 
-def ensure_binaries(say: object = print) -> BinarySet:
-    """Build whatever is missing from the cache; a no-op when everything is there."""
+def ensure_binaries(say: object = print, live: bool | None = None) -> BinarySet:
+    """Build whatever is missing from the cache; a no-op when everything is there.
+
+    A first build takes many minutes: each step shows its elapsed time and an estimate of the
+    rest (live on a terminal, a line every half minute otherwise; ``live`` forces either),
+    and the end says what was built and where it is cached."""
     bins = binary_set()
     missing = bins.missing()
     if not missing:
@@ -77,23 +80,60 @@ def ensure_binaries(say: object = print) -> BinarySet:
     if shutil.which("go") is None:
         raise LabError("the Go toolchain is needed to build the lab binaries; install Go >= 1.24")
     bins.directory.mkdir(parents=True, exist_ok=True)
-    emit = say if callable(say) else print
+    emit: Callable[[str], None] = say if callable(say) else print
     emit(f"building {', '.join(missing)} into {bins.directory} (first lab up on this machine)")
     kube = [m for m in missing if m in KUBE_COMMANDS]
-    if kube:
-        workdir = _kubernetes_module()
+    modules = _modules_to_fetch(kube, missing)
+    progress = BuildProgress.plan(
+        (["modules"] if modules else []) + missing, emit, cache_root() / "build-times.json", live
+    )
+    with progress.display():
+        if modules:
+            with progress.step("modules"):
+                dirs = _module_dirs(kube, missing, progress)
+        else:
+            dirs = _module_dirs(kube, missing, progress)
         for name in kube:
-            _go_build(workdir, f"k8s.io/kubernetes/cmd/{name}", bins.path(name), emit)
-    if "etcd" in missing:
-        workdir = _simple_module("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION)
-        _go_build(workdir, "go.etcd.io/etcd/server/v3", bins.path("etcd"), emit)
-    if "crictl" in missing:
-        workdir = _simple_module("crictl", "sigs.k8s.io/cri-tools", CRI_TOOLS_VERSION)
-        _go_build(workdir, "sigs.k8s.io/cri-tools/cmd/crictl", bins.path("crictl"), emit)
+            with progress.step(name):
+                _go_build(dirs["kube"], f"k8s.io/kubernetes/cmd/{name}", bins.path(name), progress)
+        if "etcd" in missing:
+            with progress.step("etcd"):
+                _go_build(dirs["etcd"], "go.etcd.io/etcd/server/v3", bins.path("etcd"), progress)
+        if "crictl" in missing:
+            with progress.step("crictl"):
+                _go_build(
+                    dirs["crictl"],
+                    "sigs.k8s.io/cri-tools/cmd/crictl",
+                    bins.path("crictl"),
+                    progress,
+                )
     still = bins.missing()
     if still:
         raise LabError(f"build finished but {', '.join(still)} is missing in {bins.directory}")
+    for line in progress.summary(bins.directory, missing, cache_root() / "build"):
+        emit(line)
     return bins
+
+
+def _modules_to_fetch(kube: list[str], missing: list[str]) -> bool:
+    """Are module downloads still to do (a build directory without its go.sum)?"""
+    wanted = [f"k8s-{KUBERNETES_VERSION}"] if kube else []
+    wanted += [f"etcd-{ETCD_VERSION}"] if "etcd" in missing else []
+    wanted += [f"crictl-{CRI_TOOLS_VERSION}"] if "crictl" in missing else []
+    return any(not (cache_root() / "build" / w / "go.sum").exists() for w in wanted)
+
+
+def _module_dirs(kube: list[str], missing: list[str], progress: BuildProgress) -> dict[str, Path]:
+    dirs: dict[str, Path] = {}
+    if kube:
+        dirs["kube"] = _kubernetes_module(progress)
+    if "etcd" in missing:
+        dirs["etcd"] = _simple_module("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION, progress)
+    if "crictl" in missing:
+        dirs["crictl"] = _simple_module(
+            "crictl", "sigs.k8s.io/cri-tools", CRI_TOOLS_VERSION, progress
+        )
+    return dirs
 
 
 def _build_dir(name: str) -> Path:
@@ -102,22 +142,28 @@ def _build_dir(name: str) -> Path:
     return path
 
 
-def _go(args: list[str], cwd: Path) -> str:
+def _go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-    proc = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+    code, output = progress.call(["go", *args], cwd, env)
+    if code != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
         raise LabError(f"`go {' '.join(args)}` failed in {cwd}:\n{tail}")
-    return proc.stdout
+    return output
 
 
-def _kubernetes_module() -> Path:
+def _kubernetes_module(progress: BuildProgress) -> Path:
     workdir = _build_dir(f"k8s-{KUBERNETES_VERSION}")
     go_mod = workdir / "go.mod"
     if not (workdir / "go.sum").exists():
-        _go(["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"], workdir)
+        _go(
+            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+            workdir,
+            progress,
+        )
         upstream_mod = _go(
-            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"], workdir
+            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+            workdir,
+            progress,
         )
         mod_path = Path(re.search(r'"GoMod":\s*"([^"]+)"', upstream_mod).group(1))  # type: ignore[union-attr]
         staging = re.findall(r"^\s*(k8s\.io/\S+)\s+=>\s+\./staging/", mod_path.read_text(), re.M)
@@ -139,26 +185,22 @@ def _kubernetes_module() -> Path:
         _go(
             ["get", *[f"k8s.io/kubernetes/cmd/{c}@{KUBERNETES_VERSION}" for c in KUBE_COMMANDS]],
             workdir,
+            progress,
         )
     return workdir
 
 
-def _simple_module(name: str, module: str, version: str) -> Path:
+def _simple_module(name: str, module: str, version: str, progress: BuildProgress) -> Path:
     workdir = _build_dir(f"{name}-{version}")
     if not (workdir / "go.sum").exists():
         (workdir / "go.mod").write_text(
             f"module abtest.local/{name}build\n\ngo 1.24\n\nrequire {module} {version}\n"
         )
-        _go(["get", f"{module}@{version}"], workdir)
+        _go(["get", f"{module}@{version}"], workdir, progress)
     return workdir
 
 
-def _go_build(workdir: Path, package: str, out: Path, emit: object) -> None:
-    say = emit if callable(emit) else print
-    start = time.monotonic()
-    say(f"  go build {package} ...")
-    sys.stdout.flush()
+def _go_build(workdir: Path, package: str, out: Path, progress: BuildProgress) -> None:
     tmp = out.with_suffix(".tmp")
-    _go(["build", "-trimpath", f"-ldflags={LDFLAGS}", "-o", str(tmp), package], workdir)
+    _go(["build", "-trimpath", f"-ldflags={LDFLAGS}", "-o", str(tmp), package], workdir, progress)
     tmp.replace(out)
-    say(f"  built {out.name} in {time.monotonic() - start:.0f} s")
