@@ -292,5 +292,6 @@ def _method(confidence: float) -> tuple[str, str]:
         "percentiles nearest-rank.",
         f"Percent reduction (B - T) / B x 100 on geometric means (log scale) and savings B - T "
         f"on means, {level} t-intervals paired by block (Welch when blocks do not pair); "
-        "p-values test 'no change', Holm-adjusted across the arms of each table.",
+        "p-values test 'no change', Holm-adjusted across the arms vs the baseline at each size "
+        "(attribution tables adjust over their own comparisons; each table names its family).",
     )

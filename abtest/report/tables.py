@@ -77,8 +77,8 @@ def _headlines(model: ReportModel) -> tuple[str, ...]:
         if not (clear or c.arm == model.combined_arm):
             continue
         lines.append(
-            f"{c.arm} at {c.size} pods: batch ready {num(c.treatment_mean)} s vs "
-            f"{num(c.baseline_mean)} s for {c.baseline}; {_change_words(c)}; saving "
+            f"{c.arm} at {c.size} pods: batch ready {num(c.treatment_mean_matched)} s vs "
+            f"{num(c.baseline_mean_matched)} s for {c.baseline}; {_change_words(c)}; saving "
             f"{_saving(c)} s; p (Holm) {p_value(c.p_adjusted)}."
         )
     return tuple(lines)
@@ -94,15 +94,37 @@ def _change_words(c: Comparison) -> str:
         lo_hi = None if c.pct_ci is None else (-c.pct_ci[1], -c.pct_ci[0])
         words = "more time"
         value = -c.pct_reduction
-    return f"{with_ci(value, lo_hi, c.note, 1)} % {words} [{level(c.confidence)} CI]"
+    return f"{with_ci(value, lo_hi, c.pct_note, 1)} % {words} [{level(c.confidence)} CI]"
 
 
 def _saving(c: Comparison) -> str:
-    return with_ci(c.savings_s, c.savings_ci, c.note, 3, sign=True)
+    return with_ci(c.savings_s, c.savings_ci, c.savings_note, 3, sign=True)
 
 
 def _pct(c: Comparison) -> str:
-    return with_ci(c.pct_reduction, c.pct_ci, c.note, 1, sign=True)
+    return with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True)
+
+
+def _mean(matched: float, every_round: float) -> str:
+    """The mean the saving is made of; the all-rounds mean beside it where that differs."""
+    text = num(matched)
+    return text if num(every_round) == text else f"{text} (all {num(every_round)})"
+
+
+MATCHED_NOTE = (
+    "Means in this table are the ones the saving is made of (complete blocks when paired), so "
+    "saving = baseline - arm; '(all x)' is the mean of every analysed round, as in the per-arm "
+    "tables, where that differs."
+)
+
+
+def holm_family(model: ReportModel, metric: str) -> str:
+    """The family the savings table's Holm adjustment is over, in words."""
+    counts = sorted(
+        {sum(1 for c in model.comparisons_for(metric) if c.size == s) for s in model.sizes} - {0}
+    )
+    arms = "/".join(str(n) for n in counts)
+    return f"Holm over the {arms} arms vs {model.baseline} at each size (this metric)"
 
 
 def _per_arm(model: ReportModel, metric: str, ci: str) -> Table:
@@ -145,8 +167,8 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
         row = [
             str(c.size),
             c.arm,
-            num(c.baseline_mean),
-            num(c.treatment_mean),
+            _mean(c.baseline_mean_matched, c.baseline_mean),
+            _mean(c.treatment_mean_matched, c.treatment_mean),
             _saving(c),
             _pct(c),
             p_value(c.p_value),
@@ -173,7 +195,8 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
         left=2,
         notes=[
             "Saving = baseline - arm (positive: the arm is faster); reduction = (B - T) / B x 100 "
-            "on geometric means; Holm across the arms of each size.",
+            f"on geometric means; p (Holm): {holm_family(model, metric)}.",
+            MATCHED_NOTE,
         ],
     )
 
@@ -185,8 +208,8 @@ def _combined(model: ReportModel, ci: str) -> Table | None:
         [
             METRIC_LABELS[c.metric],
             str(c.size),
-            num(c.baseline_mean),
-            num(c.treatment_mean),
+            _mean(c.baseline_mean_matched, c.baseline_mean),
+            _mean(c.treatment_mean_matched, c.treatment_mean),
             _saving(c),
             _pct(c),
             p_value(c.p_adjusted),
@@ -210,5 +233,10 @@ def _combined(model: ReportModel, ci: str) -> Table | None:
         ],
         rows=rows,
         left=2,
-        notes=["Factors on: " + ", ".join(model.factors) + "."],
+        notes=[
+            "Factors on: " + ", ".join(model.factors) + ".",
+            f"p (Holm): the savings tables' family, e.g. for {METRIC_LABELS[model.metrics[0]]}: "
+            f"{holm_family(model, model.metrics[0])}.",
+            MATCHED_NOTE,
+        ],
     )

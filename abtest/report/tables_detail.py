@@ -9,11 +9,11 @@ from abtest.stats import Attribution, Comparison, FactorialEffects
 
 
 def _saving(c: Comparison) -> str:
-    return with_ci(c.savings_s, c.savings_ci, c.note, 3, sign=True)
+    return with_ci(c.savings_s, c.savings_ci, c.savings_note, 3, sign=True)
 
 
 def _pct(c: Comparison) -> str:
-    return with_ci(c.pct_reduction, c.pct_ci, c.note, 1, sign=True)
+    return with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True)
 
 
 def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
@@ -50,7 +50,18 @@ def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
         "unavailable": "Share s",
     }[a.share_method]
     columns += [share_kind, "Share %"]
-    notes = []
+    singles = sum(f.alone is not None for f in a.factors)
+    notes = [
+        f"Alone p (Holm): Holm over the {singles} single-factor arms at this size, not the "
+        f"savings table's family (every arm vs {a.baseline}), so the same comparison can show "
+        "a smaller adjusted p here."
+    ]
+    if has_marginal:
+        marginals = sum(f.marginal is not None for f in a.factors)
+        notes.append(
+            f"Marginal p (Holm): Holm over the {marginals} combined-vs-leave-one-out "
+            "comparisons at this size."
+        )
     if a.combined is not None:
         notes.append(
             f"Arm {a.combined_arm} (every factor on) vs {a.baseline}: saving "
