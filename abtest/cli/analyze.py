@@ -34,7 +34,11 @@ METHOD_LINES = (
 def analyze(
     csv_path: Annotated[
         Path | None,
-        typer.Argument(metavar="ROUNDS.csv", help="One row per round: arm,size[,block],metrics."),
+        typer.Argument(
+            metavar="ROUNDS.csv",
+            help="One row per round: arm,size[,block],metrics; exact duplicate rows are refused "
+            "(add a round column if they are distinct rounds).",
+        ),
     ] = None,
     baseline: Annotated[
         str, typer.Option("--baseline", help="Arm every other arm is compared with.")

@@ -33,7 +33,9 @@ def regress(
     playbook: str = typer.Option("regression", "--playbook", help="Playbook name or path."),
     reference_run: str = typer.Option(None, "--reference-run", help="A stored run."),
     candidate_run: str = typer.Option(None, "--candidate-run", help="A stored run."),
-    csv: Path = typer.Option(None, "--csv", help="Rounds CSV (the format of abtest analyze)."),
+    csv: Path = typer.Option(
+        None, "--csv", help="Rounds CSV (the format of abtest analyze; duplicate rows refused)."
+    ),
     kube_burner: Path | None = sources.KUBE_BURNER,
     clusterloader2: Path | None = sources.CLUSTERLOADER2,
     arm_globs: list[str] | None = sources.ARM,
