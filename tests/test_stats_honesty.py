@@ -154,3 +154,30 @@ def test_welch_matched_means_are_the_arm_means() -> None:
     assert result.method == "welch"
     assert result.baseline_mean_matched == pytest.approx(result.baseline_mean)
     assert result.savings_s == pytest.approx(result.baseline_mean - result.treatment_mean)
+
+
+# ---------------------------------------------------------------- item 12 in factorial effects
+
+
+def test_factorial_effects_without_variation_have_no_interval() -> None:
+    from abtest.stats import factorial_effects
+
+    arms = {"base": frozenset(), "a": frozenset({"A"}), "b": frozenset({"B"})}
+    arms["ab"] = frozenset({"A", "B"})
+    effect = {"base": 1.0, "a": 0.9, "b": 1.2, "ab": 0.9 * 1.2}
+    rows = [
+        {"arm": arm, "size": 50, "block": b, "batch_ready_s": BLOCKS[b] * factor}
+        for b in range(4)
+        for arm, factor in effect.items()
+    ]
+    result = factorial_effects(
+        pd.DataFrame(rows),
+        arms=arms,
+        factors=("A", "B"),
+        metric="batch_ready_s",
+        size=50,
+    )
+    assert result.residual_df >= 1
+    for e in (*result.main, *result.interactions):
+        assert e.log_ci is None and e.pct_ci is None and e.p_value is None
+    assert result.main[0].pct_reduction == pytest.approx(10.0)

@@ -94,8 +94,8 @@ def factorial_table(f: FactorialEffects, ci: str) -> Table:
         [
             " x ".join(e.term),
             "main" if len(e.term) == 1 else "interaction",
-            with_ci(e.pct_reduction, e.pct_ci, "n too small" if f.residual_df < 1 else "", 1),
-            with_ci(e.log_effect, e.log_ci, "n too small" if f.residual_df < 1 else "", 4),
+            with_ci(e.pct_reduction, e.pct_ci, "n too small" if f.residual_df < 1 else f.note, 1),
+            with_ci(e.log_effect, e.log_ci, "n too small" if f.residual_df < 1 else f.note, 4),
             p_value(e.p_value),
         ]
         for e in (*f.main, *f.interactions)

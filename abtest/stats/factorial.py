@@ -29,8 +29,14 @@ import pandas as pd
 from scipy import stats as sps
 
 from abtest.errors import UserError
+from abtest.stats.contrast import NO_VARIATION
 from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
-from abtest.stats.intervals import FloatArray, check_confidence, pct_reduction_from_log_ratio
+from abtest.stats.intervals import (
+    FloatArray,
+    check_confidence,
+    no_variation,
+    pct_reduction_from_log_ratio,
+)
 
 
 @dataclass(frozen=True)
@@ -109,10 +115,21 @@ def factorial_effects(
         terms += [(factors[i], factors[j]) for i, j in pairs]
     if df < 1:
         note = "; ".join(filter(None, [note, "no residual degrees of freedom: no intervals"]))
+    # An effect is 2 x a coefficient of log times: rounding is relative to the largest |log y|.
+    magnitude = 2.0 * max(1.0, float(np.abs(y).max()))
     effects = [
-        _effect(term, float(2.0 * coef[1 + index]), float(2.0 * se[1 + index]), df, confidence)
+        _effect(
+            term,
+            float(2.0 * coef[1 + index]),
+            float(2.0 * se[1 + index]),
+            df,
+            confidence,
+            magnitude,
+        )
         for index, term in enumerate(terms)
     ]
+    if df >= 1 and all(e.log_ci is None for e in effects):
+        note = "; ".join(filter(None, [note, NO_VARIATION]))
     return FactorialEffects(
         size=int(size),
         metric=metric,
@@ -145,9 +162,9 @@ def _ols(design: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray, int
 
 
 def _effect(
-    term: tuple[str, ...], effect: float, se: float, df: int, confidence: float
+    term: tuple[str, ...], effect: float, se: float, df: int, confidence: float, magnitude: float
 ) -> FactorialEffect:
-    if df < 1 or not se > 0:
+    if df < 1 or bool(no_variation(se, magnitude)):
         return FactorialEffect(term, effect, None, pct_reduction_from_log_ratio(effect), None, None)
     half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * se
     lo, hi = effect - half, effect + half
