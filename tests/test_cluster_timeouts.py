@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,40 @@ def test_ensure_namespace_waits_with_a_deadline_and_says_for_what(
         ClusterError, match=r"'abtest' is not usable after waiting 5 s.*terminating"
     ):
         namespaces.ensure_namespace(None, "abtest", timeout_s=5)  # type: ignore[arg-type]
+
+
+def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The round does not sit out its timeout on a dead watch, and is not recorded as if it
+    had measured: it raises the watch's error after deleting its pods."""
+    from abtest.batch import round as round_mod
+    from abtest.batch.generator import CreateRecord, SubmitResult
+    from abtest.playbook import Generator
+
+    monkeypatch.setattr(pods, "BACKOFF_FIRST_S", 0.001)
+    monkeypatch.setattr(round_mod, "check_owned", lambda c, n: None)
+    deleted: list[str] = []
+    monkeypatch.setattr(round_mod, "delete_pods", lambda c, n, sel: deleted.append(sel))
+    monkeypatch.setattr(round_mod, "count_pods", lambda c, n, sel: 0)
+
+    def submit(cluster: Any, namespace: str, rendered: list[Any], **kw: Any) -> SubmitResult:
+        now = time.monotonic()  # the round's deadline counts from here
+        creates = [
+            CreateRecord(p.name, sent=now, response=now, status=201, attempts=1) for p in rendered
+        ]
+        return SubmitResult(creates, now, now, 0.0, 0.0)
+
+    monkeypatch.setattr(round_mod, "submit", submit)
+    core = FakeCore([[GONE_EVENT]], repeat_last=True)
+    with pytest.raises(ClusterError, match="gave up: 410 Gone"):
+        round_mod.run_round(
+            FakeCluster(core),  # type: ignore[arg-type]
+            node_name="n1",
+            namespace="abtest",
+            size=1,
+            run_id="r",
+            generator=Generator(timeout_s=120.0, observe_s=0.0),
+            scrape_metrics=False,
+        )
+    assert len(deleted) == 1 and "app.kubernetes.io/managed-by=abtest" in deleted[0]
