@@ -14,7 +14,8 @@ from abtest.node.signals import Interrupted
 app = typer.Typer(
     help="A/B test kubelet feature gates and config fields on batch pod start-up.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion for bash, zsh, fish and PowerShell (typer's).
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 app.add_typer(lab.app, name="lab")
@@ -25,7 +26,7 @@ app.command("plan")(plan.plan)
 app.command("report")(report.report)
 app.command("analyze")(analyze.analyze)
 app.command("regress")(regress.regress)
-app.command("runs")(runs.runs)
+app.add_typer(runs.app, name="runs")
 
 
 def _version(value: bool) -> None:
