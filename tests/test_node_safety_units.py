@@ -360,3 +360,39 @@ def test_kubelet_binary_marker_round_trip() -> None:
     assert rf.Marker.parse(marker.render()) == marker
     assert rf.Marker.parse("garbage\n") is None
     assert KubeletBinary is not None
+
+
+def test_regress_says_why_an_arm_could_not_be_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate binary the kubelet will not start: the sweep records "arm failed" (the
+    node rolled back, the run finished), and the gate is "could not measure", saying why."""
+    from abtest.experiment import regress_live
+    from abtest.experiment.sweep import NodeOutcome, SweepResult
+
+    why = (
+        "healthz: the kubelet is not running; rolled back to the original config and kubelet "
+        "binary (healthy 1.2 s later)\n--- kubelet log, last lines ---\nunknown flag"
+    )
+    outcome = NodeOutcome("abtest-lab", "finished", failed_arms={"candidate": why})
+    monkeypatch.setattr(regress_live, "build_gate_plan", lambda opts, blocks: None)
+    monkeypatch.setattr(
+        regress_live, "run_sweep", lambda *a, **k: SweepResult("run-1", "finished", [outcome], 1.0)
+    )
+    opts = regress_live.LiveGateOptions(
+        profile="lab",
+        playbook=None,  # type: ignore[arg-type]
+        reference="default",
+        candidate="binary=/opt/kubelet-rc1",
+        sizes=(5,),
+        metrics=("batch_ready_s",),
+        margin_pct=5.0,
+        confidence=0.95,
+        rounds=2,
+        max_rounds=4,
+        seed=1,
+    )
+    with pytest.raises(regress_live.CouldNotMeasure) as caught:
+        regress_live.run_live(opts, None, lambda _line: None)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert caught.value.exit_code == 4
+    assert "candidate" in message and "the kubelet is not running" in message
+    assert "abtest-lab" in message and "kubelet log" not in message  # one line per arm

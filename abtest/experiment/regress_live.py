@@ -129,9 +129,15 @@ def run_live(opts: LiveGateOptions, store: Store, say: Callable[[str], None]) ->
         say(f"look {number}/{len(looks)}: measuring up to {blocks} blocks")
         result = run_sweep(plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks)
         run_id = result.run_id
-        failed = [a for n in result.nodes for a in n.failed_arms]
+        # an arm that failed to apply (e.g. a candidate kubelet that will not start) was
+        # rolled back by the node layer and recorded as failed; the gate cannot decide
+        failed = [
+            f"{arm} on {n.node_name}: {why.splitlines()[0] if why else 'no reason recorded'}"
+            for n in result.nodes
+            for arm, why in n.failed_arms.items()
+        ]
         if failed:
-            raise CouldNotMeasure(f"run {run_id}: {', '.join(failed)} could not be applied")
+            raise CouldNotMeasure(f"run {run_id}: could not apply {'; '.join(failed)}")
         rounds = analysable_rounds(store, run_id)
         short = _short_of_rounds(rounds, opts.sizes)
         if short:

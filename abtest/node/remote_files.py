@@ -54,7 +54,7 @@ if [ -n "$expect" ]; then
   if [ -e "$dst" ]; then have=$(sha256sum < "$dst"); have=${have%% *}; else have=absent; fi
   if [ "$have" != "$expect" ]; then
     echo "$have"
-    exit 17
+    exit 17  # CHANGED_RC
   fi
 fi
 [ -z "$marker" ] || mv -f -- "$tmp.marker" "$marker"
@@ -252,14 +252,6 @@ def read_marker(conn: Connection, path: str, *, sudo: bool) -> Marker | None:
     if stat_file(conn, path, sudo=sudo) is None:
         return None
     return Marker.parse(read_file(conn, path, sudo=sudo).decode("utf-8", "replace"))
-
-
-def file_sha256(conn: Connection, path: str, *, sudo: bool) -> str:
-    """The sha256 of a file on the node, computed there (:data:`ABSENT` if missing)."""
-    script = '[ -e "$1" ] || { echo absent; exit 0; }; sha256sum < "$1"'
-    res = conn.run(["sh", "-c", script, "abtest-sha", path], sudo=sudo, timeout=120)
-    res.check(f"sha256 of {path}")
-    return res.stdout.split()[0] if res.stdout.split() else ABSENT
 
 
 def remove(conn: Connection, *paths: str, sudo: bool) -> None:
