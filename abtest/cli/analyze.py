@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from abtest.cli import sources
+from abtest.cli import analyze_formats, sources
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.cli.rounds_csv import require_metrics
 from abtest.errors import UserError
@@ -61,12 +61,26 @@ def analyze(
     job: str | None = sources.JOB,
     block: str | None = sources.BLOCK,
     run_size: int | None = sources.SIZE,
+    out_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (terminal), md (Markdown tables), csv (one row per comparison), json.",
+        ),
+    ] = "table",
 ) -> None:
     """Compare every arm with the baseline: savings and percent reduction with intervals.
 
     Rounds come from ROUNDS.csv, or from kube-burner or clusterloader2 output with one
     --arm NAME=GLOB per arm (see the README for the mapping)."""
     check_confidence(confidence)
+    if out_format not in analyze_formats.FORMATS:
+        raise UserError(
+            f"unknown format {out_format!r}",
+            "--format",
+            f"one of {', '.join(analyze_formats.FORMATS)}",
+        )
+    json_out = json_out or out_format == "json"
     loaded = sources.load_rounds(
         csv_path, kube_burner, clusterloader2, arm_globs, job, block, run_size
     )
@@ -105,6 +119,17 @@ def analyze(
                 "notes": loaded.notes,
             }
         )
+        return
+    if out_format in ("md", "csv"):
+        found = [_as_json(c) for c in comparisons]
+        text = (
+            analyze_formats.to_markdown(found, baseline, confidence, loaded.notes)
+            if out_format == "md"
+            else analyze_formats.to_csv(found)
+        )
+        print(text, end="")
+        for arm, size in skipped:
+            err_console.print(f"skipped {arm} at size {size}: no baseline rounds there")
         return
     _print_tables(comparisons, baseline, confidence)
     for note in loaded.notes:
