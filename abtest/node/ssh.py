@@ -1,11 +1,14 @@
-"""SSH to a node: the only module that imports paramiko.
+"""SSH to a node: with :mod:`abtest.node.ssh_config`, the only code that imports paramiko.
 
 :class:`Connection` is a lazy, context-managed connection in the spirit of fabric's: it
-connects on first use, resolves an alias from the profile's ssh config file (or
-``~/.ssh/config``), authenticates with a key file or the agent, and verifies the host key
-against the profile's known_hosts file (or the user's) - an unknown or changed key is a
-:class:`~abtest.errors.HostKeyError`. ``accept_new_host_key=True`` accepts (and records)
-a key for a host that has none yet; a *changed* key is never accepted.
+connects on first use to the endpoint :func:`~abtest.node.ssh_config.resolve` made of the
+profile's alias (ssh config or ``~/.ssh/config``), through its ProxyJump hosts (a
+``direct-tcpip`` channel of each hop's own verified connection) or its ProxyCommand,
+authenticates with a key file or the agent, and verifies every host key - the target's and
+each jump host's - against every known-hosts file OpenSSH would read plus the profile's. An
+unknown, changed or ``@revoked`` key is a :class:`~abtest.errors.HostKeyError`.
+``accept_new_host_key=True`` accepts (and records) a key for a host that has none yet; a
+*changed* key is never accepted.
 
 Commands are argument vectors (:meth:`Connection.run`): every argument is quoted with
 :func:`shlex.quote`, so a value can never become shell syntax. The profile's own commands
@@ -28,6 +31,7 @@ from typing import Any, cast
 import paramiko
 
 from abtest.errors import HostKeyError, NodeError
+from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
 from abtest.playbook import SSHTarget
 
 log = logging.getLogger(__name__)
@@ -68,71 +72,6 @@ class FileStat:
     gid: int
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and how to connect, after the ssh config alias is resolved."""
-
-    alias: str
-    hostname: str
-    port: int
-    user: str
-    key_files: tuple[str, ...]
-    use_agent: bool
-    known_hosts: str
-
-    @property
-    def host_key_name(self) -> str:
-        """The name the host key is stored under in known_hosts (OpenSSH's convention)."""
-        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
-
-    def describe(self) -> str:
-        return f"{self.user}@{self.hostname}:{self.port}"
-
-
-def resolve(target: SSHTarget) -> Endpoint:
-    """Resolve the profile's host through its ssh config (or ~/.ssh/config).
-
-    Explicit profile fields win over the ssh config, which wins over the defaults.
-    """
-    cfg_path = Path(target.config_file or Path.home() / ".ssh" / "config").expanduser()
-    options: dict[str, Any] = {}
-    if cfg_path.is_file():
-        try:
-            options = dict(paramiko.SSHConfig.from_path(str(cfg_path)).lookup(target.host))
-        except (OSError, paramiko.SSHException) as exc:
-            raise NodeError(f"cannot read ssh config {cfg_path}: {exc}") from None
-    elif target.config_file:
-        raise NodeError(f"ssh config {cfg_path} does not exist (profile ssh.config)")
-    hostname = str(options.get("hostname") or target.host)
-    port = target.port or int(options.get("port") or 22)
-    user = target.user or options.get("user") or _local_user()
-    keys: tuple[str, ...]
-    if target.key_file:
-        keys = (target.key_file,)
-    else:
-        keys = tuple(str(Path(k).expanduser()) for k in options.get("identityfile") or ())
-        keys = tuple(k for k in keys if Path(k).is_file())
-    known = target.known_hosts
-    if not known:
-        files = str(options.get("userknownhostsfile") or "").split()
-        known = files[0] if files else str(Path.home() / ".ssh" / "known_hosts")
-    return Endpoint(
-        alias=target.host,
-        hostname=hostname,
-        port=port,
-        user=str(user),
-        key_files=keys,
-        use_agent=target.use_agent,
-        known_hosts=str(Path(known).expanduser()),
-    )
-
-
-def _local_user() -> str:
-    import getpass
-
-    return getpass.getuser()
-
-
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Reject unknown keys (HostKeyError), or record them when explicitly allowed."""
 
@@ -143,9 +82,10 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: Any) -> None:
         fingerprint = key.fingerprint if hasattr(key, "fingerprint") else "?"
         if not self.accept_new:
+            files = ", ".join(self.endpoint.known_hosts_files or (self.endpoint.known_hosts,))
             raise HostKeyError(
                 f"host key of {hostname} ({key.get_name()} {fingerprint}) is not in "
-                f"{self.endpoint.known_hosts}; verify it and add it, or pass "
+                f"{files}; verify it and add it, or pass "
                 "--accept-new-host-key to trust it on first use"
             )
         path = Path(self.endpoint.known_hosts)
@@ -172,6 +112,7 @@ class Connection:
         self.connect_timeout = connect_timeout
         self.endpoint = resolve(target)
         self._client: paramiko.SSHClient | None = None
+        self._jump_clients: list[paramiko.SSHClient] = []  # ProxyJump hops, outermost first
         self._sftp: paramiko.SFTPClient | None = None
 
     # --- lifecycle --------------------------------------------------------------------
@@ -195,6 +136,8 @@ class Connection:
         if self._client is not None:
             self._client.close()
             self._client = None
+        while self._jump_clients:  # innermost hop first
+            self._jump_clients.pop().close()
 
     def reconnect(self) -> None:
         """Drop the connection (e.g. after an interrupted transfer); the next use reopens."""
@@ -209,14 +152,46 @@ class Connection:
         if self._client is not None and self.connected:
             return self._client
         self.close()
-        ep = self.endpoint
-        known = Path(ep.known_hosts)
-        client = paramiko.SSHClient()
-        if known.is_file():
+        self._client = self._open_path(self.endpoint)
+        return self._client
+
+    def _open_path(self, ep: Endpoint) -> paramiko.SSHClient:
+        """Connect to ``ep``, through its jump hosts (each verified like the target) or its
+        ProxyCommand. Jump clients are kept for :meth:`close`."""
+        sock: Any = None
+        if ep.jumps:
+            hop = self._open_path(ep.jumps[0])
+            for nxt in ep.jumps[1:]:
+                hop = self._connect(nxt, self._tunnel(hop, nxt))
+            sock = self._tunnel(hop, ep)
+        elif ep.proxy_command:
             try:
-                client.load_host_keys(str(known))
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostKeyError(f"cannot read known_hosts {known}: {exc}") from None
+                sock = paramiko.ProxyCommand(ep.proxy_command)
+            except (paramiko.SSHException, OSError) as exc:
+                raise NodeError(f"ssh {ep.describe()}: ProxyCommand failed ({exc})") from None
+        return self._connect(ep, sock)
+
+    def _tunnel(self, via: paramiko.SSHClient, to: Endpoint) -> paramiko.Channel:
+        """A ``direct-tcpip`` channel from the jump host ``via`` to ``to``."""
+        self._jump_clients.append(via)
+        transport = via.get_transport()
+        if transport is None:
+            raise NodeError(f"ssh {to.describe()}: the jump host's connection is gone")
+        try:
+            return transport.open_channel(
+                "direct-tcpip",
+                (to.hostname, to.port),
+                ("127.0.0.1", 0),
+                timeout=self.connect_timeout,
+            )
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise NodeError(
+                f"ssh {to.describe()}: the jump host cannot reach {to.hostname}:{to.port} ({exc})"
+            ) from None
+
+    def _connect(self, ep: Endpoint, sock: Any) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        known = load_known_hosts(ep.known_hosts_files or (ep.known_hosts,), client.get_host_keys())
         client.set_missing_host_key_policy(_HostKeyPolicy(ep, self.accept_new_host_key))
         log.debug("ssh connect %s (alias %s)", ep.describe(), ep.alias)
         try:
@@ -230,6 +205,7 @@ class Connection:
                 timeout=self.connect_timeout,
                 banner_timeout=self.connect_timeout,
                 auth_timeout=self.connect_timeout,
+                sock=sock,
             )
         except HostKeyError:
             client.close()
@@ -238,9 +214,9 @@ class Connection:
             client.close()
             raise HostKeyError(
                 f"host key of {ep.host_key_name} CHANGED: the server offered "
-                f"{exc.key.get_name()} {exc.key.fingerprint}, {known} has "
-                f"{exc.expected_key.fingerprint}; refusing to connect (fix known_hosts only "
-                "after verifying the new key out of band)"
+                f"{exc.key.get_name()} {exc.key.fingerprint}, "
+                f"{', '.join(known.files)} have {exc.expected_key.fingerprint}; refusing to "
+                "connect (fix known_hosts only after verifying the new key out of band)"
             ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
@@ -249,9 +225,16 @@ class Connection:
             client.close()
             raise NodeError(f"ssh {ep.describe()}: cannot connect ({exc})") from None
         transport = client.get_transport()
+        server_key = transport.get_remote_server_key() if transport is not None else None
+        if server_key is not None and known.is_revoked(ep.host_key_name, server_key):
+            client.close()
+            raise HostKeyError(
+                f"host key of {ep.host_key_name} ({server_key.get_name()} "
+                f"{server_key.fingerprint}) is marked @revoked in {', '.join(known.files)}; "
+                "refusing to connect"
+            )
         if transport is not None:
             transport.set_keepalive(KEEPALIVE_S)
-        self._client = client
         return client
 
     # --- commands ---------------------------------------------------------------------
