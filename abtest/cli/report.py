@@ -24,7 +24,8 @@ def report(
         typer.Option(
             "--format",
             "-f",
-            help=f"{' | '.join(FORMATS)}; repeat or comma-separate. Default: all of them.",
+            help=f"{' | '.join(FORMATS)} | junit (one test case per comparison: does the "
+            "saving interval exclude 0?); repeat or comma-separate. Default: all but junit.",
         ),
     ] = None,
     out: Annotated[

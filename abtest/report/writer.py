@@ -8,12 +8,15 @@ from pathlib import Path
 
 from abtest.errors import UserError
 from abtest.report.html import render_html
+from abtest.report.junit_sweep import render_junit
 from abtest.report.markdown import render_markdown
 from abtest.report.model import ReportModel
 from abtest.report.plots import render_figures, standalone_svg
 from abtest.report.tidy import write_csv, write_json
 
 FORMATS: tuple[str, ...] = ("md", "html", "csv", "json")
+# Written only when asked for (CI wants it, a person reading the report does not).
+EXTRA_FORMATS: tuple[str, ...] = ("junit",)
 FIGURES_DIR = "figures"
 
 
@@ -24,9 +27,11 @@ def check_formats(formats: Sequence[str]) -> list[str]:
         name = name.strip().lower()
         if name == "markdown":
             name = "md"
-        if name not in FORMATS:
+        if name not in FORMATS + EXTRA_FORMATS:
             raise UserError(
-                f"unknown report format {name!r}", "--format", f"use {', '.join(FORMATS)}"
+                f"unknown report format {name!r}",
+                "--format",
+                f"use {', '.join(FORMATS + EXTRA_FORMATS)}",
             )
         if name not in chosen:
             chosen.append(name)
@@ -58,6 +63,10 @@ def write_report(model: ReportModel, out_dir: Path, formats: Sequence[str] = FOR
             written.append(path)
         elif name == "csv":
             written.extend(write_csv(model, out_dir))
+        elif name == "junit":
+            path = out_dir / "report.junit.xml"
+            path.write_text(render_junit(model), encoding="utf-8")
+            written.append(path)
         else:
             written.append(write_json(model, out_dir / "report.json"))
     return written
