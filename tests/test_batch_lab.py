@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +24,7 @@ from abtest.cluster.namespaces import (
     ensure_namespace,
 )
 from abtest.cluster.pods import count_pods, delete_pods
+from abtest.lab import components
 from abtest.lab.control import restart_component
 from abtest.lab.layout import LabState, Paths
 from abtest.node.session import NodeSession
@@ -134,14 +134,12 @@ def _expire_old_resource_versions() -> None:
     """Make resourceVersion "1" really gone on any lab, fresh or old: compact etcd to its
     current revision, then restart the API server so its watch cache starts there too (on
     a fresh lab the cache still holds everything since revision 1)."""
-    port = LabState.load(Paths()).ports["etcd"]  # type: ignore[union-attr]
+    paths = Paths()
+    ports = LabState.load(paths).ports  # type: ignore[union-attr]
 
     def post(path: str, body: dict[str, object]) -> dict[str, object]:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(), method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return dict(json.loads(resp.read()))
+        # etcd takes only the API server's client certificate (issue 11 item 9).
+        return dict(components.etcd_post(paths, ports, path, body))
 
     header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
     revision = int(header["revision"])  # type: ignore[index]

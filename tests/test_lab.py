@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pwd
 import subprocess
 import sys
 import time
@@ -13,8 +14,9 @@ import pytest
 from kubernetes import client, config
 
 from abtest.errors import LabError
-from abtest.lab import layout
+from abtest.lab import host, layout, sshd
 from abtest.lab.control import status
+from abtest.lab.layout import LabState
 from abtest.lab.processes import free_port, start, wait_until
 
 pytestmark = pytest.mark.lab
@@ -112,3 +114,45 @@ def test_a_component_that_dies_during_start_shows_its_log_tail(tmp_path: Path) -
     with pytest.raises(LabError) as err:
         wait_until("boom", lambda: False, 30, still_running=lambda: alive(pid), log=log)
     assert "died during start-up" in str(err.value) and "fatal: cannot bind" in str(err.value)
+
+
+def _abtest(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "abtest", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_down_puts_back_what_up_changed_then_up_brings_it_back(lab_up: None) -> None:
+    """Issue 11 item 10, end to end: `down` leaves nothing of the lab on the host but the
+    state directory it keeps on purpose (listed as kept), puts ip_forward back to what `up`
+    found, and `up` afterwards gives a healthy lab again (the next tests depend on it)."""
+    paths = layout.Paths()
+    state = LabState.load(paths)
+    assert state is not None and state.ip_forward_before is not None, "up did not remember it"
+    found = state.ip_forward_before
+    assert host.IP_FORWARD.read_text().strip() == "1"
+    assert sshd.SUDOERS.exists() and layout.HOSTS_MARK in host.HOSTS.read_text()
+    try:
+        down = _abtest("lab", "down")
+        assert down.returncode == 0, down.stdout + down.stderr
+        st = json.loads(_abtest("lab", "status", "--json").stdout)
+        assert st["up"] is False
+        assert st["left_behind"] == []
+        assert len(st["kept"]) == 1 and str(paths.root) in st["kept"][0]
+        assert host.IP_FORWARD.read_text().strip() == found
+        assert not sshd.SUDOERS.exists()
+        with pytest.raises(KeyError):
+            pwd.getpwnam(layout.SSH_USER)
+        assert layout.HOSTS_MARK not in host.HOSTS.read_text()
+        for name in state.mounted_cgroups:
+            assert not host.is_mount_point(host.CGROUP_ROOT / name), name
+        assert not paths.run.exists()
+        text = _abtest("lab", "status")
+        assert "left behind" not in text.stdout and "kept" in text.stdout
+    finally:
+        up = _abtest("lab", "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+    after = status()
+    assert after.up and after.ready and all(c.healthy for c in after.components)
+    again = LabState.load(paths)
+    assert again is not None and again.ip_forward_before == found

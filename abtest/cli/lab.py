@@ -34,6 +34,10 @@ def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable
             [(c.name, c.pid, c.running, c.healthy) for c in st.components],
         )
         console.print(f"KUBECONFIG={st.kubeconfig}   ssh: {st.ssh_target or '-'}")
+        for line in st.left_behind:
+            console.print(f"left behind: {line}", highlight=False)
+        for line in st.kept:
+            console.print(f"kept: {line}", highlight=False)
     if not st.up:
         raise typer.Exit(1)
 
@@ -42,5 +46,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable
 def down(
     purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory."),
 ) -> None:
-    """Stop everything the lab started (by pid), remove pod sandboxes, bridge and netns."""
+    """Stop everything the lab started (by pid), remove pod sandboxes, bridge and netns,
+    and put back what `up` changed on the host (cgroup mounts, ip_forward, /etc/hosts, the
+    SSH user and its sudoers file). Keeps the state directory unless --purge."""
     control.down(say=lambda line: console.print(line, highlight=False), purge=purge)

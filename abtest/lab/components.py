@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from abtest.lab import layout
+from abtest.lab.files import PUBLIC_FILE, write_file
 from abtest.lab.layout import Paths
 
 ORDER = (
@@ -48,19 +49,30 @@ class Spec:
 def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
     b, pki = paths.bin, paths.pki
     if name == "etcd":
-        client = f"http://127.0.0.1:{ports['etcd']}"
-        peer = f"http://127.0.0.1:{ports['etcd_peer']}"
+        # TLS on both listeners, and a client (or peer) must present a certificate from
+        # etcd's own CA: only the API server holds one (pki.py). Both stay on loopback.
+        client = f"https://127.0.0.1:{ports['etcd']}"
+        peer = f"https://127.0.0.1:{ports['etcd_peer']}"
+        ep = paths.etcd_pki
         return Spec(
             name,
             (
                 str(b / "etcd"),
                 "--name=lab",
-                f"--data-dir={paths.root / 'etcd'}",
+                f"--data-dir={paths.etcd_data}",
                 f"--listen-client-urls={client}",
                 f"--advertise-client-urls={client}",
                 f"--listen-peer-urls={peer}",
                 f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster=lab={peer}",
+                f"--cert-file={ep / 'server.crt'}",
+                f"--key-file={ep / 'server.key'}",
+                "--client-cert-auth=true",
+                f"--trusted-ca-file={ep / 'ca.crt'}",
+                f"--peer-cert-file={ep / 'peer.crt'}",
+                f"--peer-key-file={ep / 'peer.key'}",
+                "--peer-client-cert-auth=true",
+                f"--peer-trusted-ca-file={ep / 'ca.crt'}",
                 "--log-level=warn",
             ),
         )
@@ -69,7 +81,10 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
             name,
             (
                 str(b / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+                f"--etcd-servers=https://127.0.0.1:{ports['etcd']}",
+                f"--etcd-cafile={paths.etcd_pki / 'ca.crt'}",
+                f"--etcd-certfile={pki / 'apiserver-etcd-client.crt'}",
+                f"--etcd-keyfile={pki / 'apiserver-etcd-client.key'}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={ports['apiserver']}",
@@ -221,12 +236,25 @@ running() {{
   pid=$(cat "$PIDFILE")
   [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q kubelet
 }}
+# A zombie has exited (whoever adopted it may not reap it soon): not present.
+present() {{
+  [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}}
 stop() {{
   if running; then
     kill -TERM "$pid"
     i=0
-    while [ -d "/proc/$pid" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done
-    [ -d "/proc/$pid" ] && kill -KILL "$pid" || true
+    while present "$pid" && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done
+    if present "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      # SIGKILL is not instant (a process in uninterruptible sleep): wait, but not forever.
+      i=0
+      while present "$pid" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+      if present "$pid"; then
+        echo "kubelet-service: kubelet pid $pid still present 10 s after SIGKILL" >&2
+        exit 1
+      fi
+    fi
   fi
   rm -f "$PIDFILE"
 }}
@@ -248,18 +276,19 @@ esac
 
 def write_kubelet_files(paths: Paths, ports: dict[str, int], fresh: bool) -> Path:
     if fresh or not paths.kubelet_config.exists():
-        paths.kubelet_config.write_text(kubelet_config_text(paths, ports))
-    (paths.kubelet_dir / "flags").write_text("\n".join(kubelet_flags(paths)) + "\n")
+        write_file(paths.kubelet_config, kubelet_config_text(paths, ports), PUBLIC_FILE)
+    write_file(paths.kubelet_dir / "flags", "\n".join(kubelet_flags(paths)) + "\n", PUBLIC_FILE)
     script = paths.bin / "kubelet-service"
-    script.write_text(
+    write_file(
+        script,
         KUBELET_SERVICE.format(
             pidfile=paths.pids / "kubelet.pid",
             log=paths.logs / "kubelet.log",
             flags=paths.kubelet_dir / "flags",
             binary=paths.bin / "kubelet",
-        )
+        ),
+        0o755,
     )
-    script.chmod(0o755)
     return script
 
 
@@ -275,6 +304,31 @@ def _tls(paths: Paths, verify: bool = True) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=str(paths.pki / "ca.crt"))
     ctx.load_cert_chain(str(paths.pki / "admin.crt"), str(paths.pki / "admin.key"))
     return ctx
+
+
+def etcd_tls(paths: Paths, client: bool = True) -> ssl.SSLContext:
+    """Verifies etcd against etcd's CA and (client=True) presents the API server's etcd
+    client certificate, the only one etcd accepts."""
+    ctx = ssl.create_default_context(cafile=str(paths.etcd_pki / "ca.crt"))
+    if client:
+        ctx.load_cert_chain(
+            str(paths.pki / "apiserver-etcd-client.crt"),
+            str(paths.pki / "apiserver-etcd-client.key"),
+        )
+    return ctx
+
+
+def etcd_url(ports: dict[str, int], path: str = "") -> str:
+    return f"https://127.0.0.1:{ports['etcd']}{path}"
+
+
+def etcd_post(paths: Paths, ports: dict[str, int], path: str, body: dict[str, Any]) -> Any:
+    """One call to etcd's v3 HTTP gateway as the API server (its only client)."""
+    req = urllib.request.Request(
+        etcd_url(ports, path), data=json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=10, context=etcd_tls(paths)) as resp:
+        return json.loads(resp.read())
 
 
 def http_ok(url: str, ctx: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
@@ -297,7 +351,7 @@ def node_ready(paths: Paths, ports: dict[str, int]) -> bool:
 def healthy(name: str, paths: Paths, ports: dict[str, int]) -> bool:
     try:
         if name == "etcd":
-            return http_ok(f"http://127.0.0.1:{ports['etcd']}/health")
+            return http_ok(etcd_url(ports, "/health"), etcd_tls(paths))
         if name == "kube-apiserver":
             return http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", _tls(paths))
         if name == "kube-controller-manager":

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abtest.errors import LabError
-from abtest.lab import components, host, images, layout, pki, sshd
+from abtest.lab import components, host, images, layout, pki, residue, sshd
 from abtest.lab.binaries import binary_set, ensure_binaries
+from abtest.lab.files import make_dir
 from abtest.lab.layout import LabState, Paths
 from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
 
@@ -45,6 +46,10 @@ class LabStatus:
     kubeconfig: str
     ssh_target: str
     components: tuple[ComponentStatus, ...]
+    # Only when the lab is not (fully) up: what `down` should have removed and is still
+    # here, and what `down` keeps on purpose (see residue.py).
+    left_behind: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -57,6 +62,8 @@ class LabStatus:
                 c.name: {"pid": c.pid, "running": c.running, "healthy": c.healthy}
                 for c in self.components
             },
+            "left_behind": list(self.left_behind),
+            "kept": list(self.kept),
         }
 
 
@@ -77,13 +84,16 @@ def status(paths: Paths | None = None) -> LabStatus:
         except (OSError, ValueError):
             ready = False
     ssh = f"{layout.SSH_USER}@127.0.0.1:{ports['sshd']}" if "sshd" in ports else ""
+    is_up = all(c.running for c in comps)
     return LabStatus(
-        up=all(c.running for c in comps),
+        up=is_up,
         ready=ready,
         node=layout.NODE_NAME,
         kubeconfig=str(paths.kubeconfig),
         ssh_target=ssh,
         components=tuple(comps),
+        left_behind=() if is_up else tuple(residue.left_behind(paths, state)),
+        kept=() if is_up else tuple(residue.kept(paths)),
     )
 
 
@@ -105,7 +115,7 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
         say(f"binaries ready in {build_s:.0f} s")
     fresh = not paths.state_file.exists()
     for d in paths.all_dirs():
-        d.mkdir(parents=True, exist_ok=True)
+        make_dir(d)
     for name in bins.names:
         _install_binary(bins.path(name), paths.bin / name)
 
@@ -116,16 +126,21 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
         ports[key] = free_port(state.ports.get(key) or preferred, taken)
         taken.add(ports[key])
     state.ports = ports
-    state.mounted_cgroups = sorted(set(state.mounted_cgroups) | set(host.mount_cgroups()))
+    mounted, made = host.mount_cgroups()
+    state.mounted_cgroups = sorted(set(state.mounted_cgroups) | set(mounted))
+    state.cgroup_dirs_made = sorted(set(state.cgroup_dirs_made) | set(made))
+    # Remember the value from before the first `up` only: an `up` after a failed `down`
+    # must not record the lab's own "1" as the host's.
+    before = host.set_ip_forward()
     if state.ip_forward_before is None:
-        state.ip_forward_before = host.set_ip_forward()
-    else:
-        host.set_ip_forward()
+        state.ip_forward_before = before
     state.save(paths)
     try:
         _prepare(paths, ports, fresh)
         for name in components.ORDER:
             _start_component(name, paths, ports, say)
+            if name == "etcd":
+                _advertise_etcd_peer(paths, ports, say)
             if name == "containerd":
                 images.import_images(paths)
                 say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))
@@ -134,7 +149,11 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
         wait_until("node Ready", lambda: components.node_ready(paths, ports), 120.0)
     except BaseException:
         say("lab up failed; stopping everything it started")
-        down(say=say, paths=paths)
+        try:
+            down(say=say, paths=paths)
+        except LabError as exc:
+            # Said, not hidden; the error worth raising is why `up` failed.
+            say(f"  (and lab down after it: {exc})")
         raise
     say(f"lab is up: node {layout.NODE_NAME} Ready")
     say(f"export KUBECONFIG={paths.kubeconfig}")
@@ -153,6 +172,7 @@ def _install_binary(src: Path, dst: Path) -> None:
 
 
 def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
+    _etcd_pki(paths)
     ca = pki.ensure_ca(paths.pki)
     d = paths.pki
     pki.issue(
@@ -207,6 +227,43 @@ def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
     sshd.ensure_user(paths)
     sshd.ensure_keys(paths)
     sshd.write_configs(paths, ports["sshd"])
+    sshd.open_door(paths)
+
+
+def _etcd_pki(paths: Paths) -> None:
+    """etcd's own CA: it signs etcd's serving and peer certs and the API server's etcd
+    client cert, nothing else, so etcd accepts no other lab certificate. The serving cert
+    is a client cert too: etcd's HTTP gateway (/v3/...) dials etcd's own gRPC port with it."""
+    ca = pki.ensure_ca(paths.etcd_pki, cn="abtest-lab-etcd-ca")
+    for name, cn in (("server", "abtest-lab-etcd"), ("peer", "abtest-lab-etcd-peer")):
+        pki.issue(
+            ca,
+            paths.etcd_pki,
+            name,
+            cn,
+            server=True,
+            client=True,
+            dns=("localhost",),
+            ips=("127.0.0.1",),
+        )
+    pki.issue(ca, paths.pki, "apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
+
+
+def _advertise_etcd_peer(paths: Paths, ports: dict[str, int], say: Say) -> None:
+    """etcd keeps its member's peer URL in its data, from the first start. Data from an
+    older lab (plain-HTTP etcd) or an earlier peer port still says so; the single member
+    needs no peer, so etcd starts anyway, but the record is corrected to what it serves."""
+    want = f"https://127.0.0.1:{ports['etcd_peer']}"
+    members = components.etcd_post(paths, ports, "/v3/cluster/member/list", {})
+    for member in members.get("members", []):
+        if member.get("peerURLs") != [want]:
+            components.etcd_post(
+                paths,
+                ports,
+                "/v3/cluster/member/update",
+                {"ID": member["ID"], "peerURLs": [want]},
+            )
+            say(f"  etcd member {member.get('name')}: peer URL {member.get('peerURLs')} -> {want}")
 
 
 def _start_component(name: str, paths: Paths, ports: dict[str, int], say: Say) -> None:
@@ -235,30 +292,75 @@ def _apply_rbac(paths: Paths) -> None:
 
 
 def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> None:
+    """Stop what `up` started and put back what it changed on the host.
+
+    Without --purge the state directory stays (certificates, etcd data, kubelet config, SSH
+    keys: the next `up` takes seconds and the cluster keeps its objects); everything else
+    `up` added goes: processes, mounts, cgroup mounts, network devices, the /etc/hosts
+    line, ip_forward's old value, the SSH user and its sudoers file, the run directory.
+    Whatever could not be undone is listed and makes this fail (LabError)."""
     paths = paths or Paths()
     host.require_root()
     state = LabState.load(paths)
+    problems: list[str] = []
     kubelet_service = paths.bin / "kubelet-service"
     if kubelet_service.exists():
-        subprocess.run([str(kubelet_service), "stop"], capture_output=True)
+        proc = subprocess.run([str(kubelet_service), "stop"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            problems.append(f"kubelet: `kubelet-service stop` failed: {proc.stderr.strip()}")
     _remove_sandboxes(paths, say)
     for name in reversed(components.ORDER):
-        if name != "kubelet" and stop(name, paths.pids, components.EXPECT[name]):
-            say(f"  stopped {name}")
+        if name == "kubelet":
+            continue
+        try:
+            if stop(name, paths.pids, components.EXPECT[name]):
+                say(f"  stopped {name}")
+        except LabError as exc:
+            problems.append(str(exc))
     host.unmount_under([paths.root, paths.run])
     host.remove_kubepods_cgroups()
     host.teardown_networking()
+    problems += sshd.close_door(paths)
     if state is not None:
+        problems += host.unmount_cgroups(state.mounted_cgroups, state.cgroup_dirs_made)
+        state.mounted_cgroups = [
+            n for n in state.mounted_cgroups if host.is_mount_point(host.CGROUP_ROOT / n)
+        ]
+        state.cgroup_dirs_made = [
+            n for n in state.cgroup_dirs_made if (host.CGROUP_ROOT / n).exists()
+        ]
         host.restore_ip_forward(state.ip_forward_before)
         state.ip_forward_before = None
         if paths.state_file.exists():
             state.save(paths)
-    if purge:
-        sshd.remove_sudoers()
-        shutil.rmtree(paths.root, ignore_errors=True)
-        shutil.rmtree(paths.run, ignore_errors=True)
-        say(f"purged {paths.root} (binary cache kept at {binary_set().directory})")
+    running = residue.lab_processes(paths)
+    if running:
+        # Their pid files and sockets are what `status` and the next `down` need.
+        problems.append(f"processes still running, {paths.run} kept: {running}")
+    else:
+        _remove_tree(paths.run, problems)
+        if purge:
+            _remove_tree(paths.root, problems)
+            if not problems:
+                say(f"purged {paths.root} (binary cache kept at {binary_set().directory})")
+    left = residue.left_behind(paths, None if purge else LabState.load(paths))
+    problems += [p for p in left if p not in problems]
+    if problems:
+        for line in problems:
+            say(f"  left behind: {line}")
+        raise LabError(
+            f"lab down could not undo {len(problems)} thing(s) (listed above; "
+            "`abtest lab status` lists them too)"
+        )
     say("lab is down")
+
+
+def _remove_tree(path: Path, problems: list[str]) -> None:
+    def note(_func: object, failed: str, exc_info: tuple[type, BaseException, object]) -> None:
+        problems.append(f"{failed}: cannot remove ({exc_info[1]})")
+
+    if path.exists():
+        shutil.rmtree(path, onerror=note)
 
 
 def _remove_sandboxes(paths: Paths, say: Say) -> None:

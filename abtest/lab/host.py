@@ -11,6 +11,7 @@ from pathlib import Path
 
 from abtest.errors import LabError
 from abtest.lab import layout
+from abtest.lab.files import PUBLIC_FILE, replace_system_file, write_file
 from abtest.lab.processes import run
 
 # Debian package -> a file it installs that the lab needs.
@@ -28,6 +29,7 @@ PACKAGES = {
     "mount": "/usr/bin/mount",
 }
 CGROUP_CONTROLLERS = ("hugetlb", "net_cls", "perf_event", "net_prio")
+HOSTS = Path("/etc/hosts")
 
 
 def require_root() -> None:
@@ -59,35 +61,77 @@ def ensure_packages(say: object = print) -> list[str]:
     return missing
 
 
-def mount_cgroups() -> list[str]:
-    """Mount the cgroup v1 controllers the VM leaves unmounted; returns what was mounted."""
-    root = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def mount_cgroups(root: Path = CGROUP_ROOT) -> tuple[list[str], list[str]]:
+    """Mount the cgroup v1 controllers the VM leaves unmounted.
+
+    Returns (controllers mounted, mount points created for them) so `down` can undo
+    exactly that and nothing the host had before."""
     if (root / "cgroup.controllers").exists():
-        return []  # pure cgroup v2: nothing to mount
-    mounted = []
+        return [], []  # pure cgroup v2: nothing to mount
+    mounted: list[str] = []
+    made: list[str] = []
     for name in CGROUP_CONTROLLERS:
         target = root / name
         if target.is_dir() and any(target.iterdir()):
             continue
-        target.mkdir(exist_ok=True)
+        if not target.exists():
+            target.mkdir()
+            made.append(name)
         proc = subprocess.run(
             ["mount", "-t", "cgroup", "-o", name, "cgroup", str(target)], capture_output=True
         )
         if proc.returncode == 0:
             mounted.append(name)
-    return mounted
+    return mounted, made
+
+
+def unmount_cgroups(mounted: list[str], made: list[str], root: Path = CGROUP_ROOT) -> list[str]:
+    """Undo mount_cgroups: unmount what it mounted, remove the mount points it created.
+
+    Returns what could not be undone (one line each); the caller keeps those in its state."""
+    problems = []
+    for name in mounted:
+        target = root / name
+        if is_mount_point(target):
+            proc = subprocess.run(["umount", str(target)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                problems.append(f"cgroup mount {target}: umount failed: {proc.stderr.strip()}")
+                continue
+    for name in made:
+        target = root / name
+        if name in mounted and is_mount_point(target):
+            continue  # reported above
+        try:
+            target.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            problems.append(f"cgroup mount point {target}: cannot remove ({exc.strerror})")
+    return problems
+
+
+def is_mount_point(path: Path) -> bool:
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    return any(len(m.split()) > 1 and m.split()[1] == str(path) for m in mounts)
 
 
 def set_ip_forward() -> str:
-    path = Path("/proc/sys/net/ipv4/ip_forward")
-    before = path.read_text().strip()
-    path.write_text("1\n")
+    """Turn on IPv4 forwarding for the pod bridge; returns the value it had."""
+    before = IP_FORWARD.read_text().strip()
+    if before != "1":
+        IP_FORWARD.write_text("1\n")
     return before
 
 
 def restore_ip_forward(before: str | None) -> None:
-    if before is not None:
-        Path("/proc/sys/net/ipv4/ip_forward").write_text(f"{before}\n")
+    """Put back the value `up` found. Compared with the current value, not assumed: the
+    CNI bridge plugin turns forwarding on by itself when it creates the pod gateway."""
+    if before is not None and IP_FORWARD.read_text().strip() != before:
+        IP_FORWARD.write_text(f"{before}\n")
 
 
 def setup_node_proxy_netns() -> None:
@@ -118,23 +162,30 @@ def setup_node_proxy_netns() -> None:
         run([*ns, "ip", "addr", "add", f"{layout.NODE_PROXY_IP}/30", "dev", layout.VETH_NODE])
         run([*ns, "ip", "link", "set", layout.VETH_NODE, "up"])
         run([*ns, "ip", "link", "set", "lo", "up"])
-    hosts = Path("/etc/hosts")
+    add_hosts_entry()
+
+
+def add_hosts_entry(hosts: Path = HOSTS) -> None:
+    """The node name -> its proxy address, for the API server's kubelet connections."""
     text = hosts.read_text()
     if layout.HOSTS_MARK not in text:
-        sep = "" if text.endswith("\n") else "\n"
+        sep = "" if not text or text.endswith("\n") else "\n"
         line = f"{layout.NODE_PROXY_IP} {layout.NODE_NAME} {layout.HOSTS_MARK}\n"
-        hosts.write_text(text + sep + line)
+        replace_system_file(hosts, text + sep + line)
+
+
+def remove_hosts_entry(hosts: Path = HOSTS) -> None:
+    lines = hosts.read_text().splitlines(keepends=True)
+    kept = [ln for ln in lines if layout.HOSTS_MARK not in ln]
+    if kept != lines:
+        replace_system_file(hosts, "".join(kept))
 
 
 def teardown_networking() -> None:
     run(["ip", "link", "del", layout.VETH_HOST], check=False)
     run(["ip", "netns", "del", layout.NETNS], check=False)
     run(["ip", "link", "del", layout.POD_BRIDGE], check=False)
-    hosts = Path("/etc/hosts")
-    lines = hosts.read_text().splitlines(keepends=True)
-    kept = [ln for ln in lines if layout.HOSTS_MARK not in ln]
-    if kept != lines:
-        hosts.write_text("".join(kept))
+    remove_hosts_entry()
 
 
 def write_cni_config(paths: layout.Paths) -> None:
@@ -158,13 +209,18 @@ def write_cni_config(paths: layout.Paths) -> None:
             }
         ],
     }
-    (paths.root / "cni" / "net.d" / "10-abtest-lab.conflist").write_text(json.dumps(conf, indent=2))
+    write_file(
+        paths.root / "cni" / "net.d" / "10-abtest-lab.conflist",
+        json.dumps(conf, indent=2),
+        PUBLIC_FILE,
+    )
 
 
 def write_containerd_config(paths: layout.Paths) -> Path:
     path = paths.root / "containerd" / "config.toml"
     cri = 'plugins."io.containerd.grpc.v1.cri"'
-    path.write_text(
+    write_file(
+        path,
         f"""version = 2
 root = "{paths.root / "containerd" / "root"}"
 state = "{paths.run / "containerd" / "state"}"
@@ -188,7 +244,8 @@ state = "{paths.run / "containerd" / "state"}"
   [{cri}.cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{paths.root / "cni" / "net.d"}"
-"""
+""",
+        PUBLIC_FILE,
     )
     return path
 

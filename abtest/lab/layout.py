@@ -6,9 +6,12 @@ there too (tests/test_lab_profile.py keeps them in step).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from abtest.lab.files import write_file
 
 STATE_DIR = Path("/var/lib/abtest-lab")
 RUN_DIR = Path("/run/abtest-lab")
@@ -47,6 +50,15 @@ class Paths:
         return self.root / "pki"
 
     @property
+    def etcd_pki(self) -> Path:
+        """etcd's own CA and certs (kubeadm's layout): see pki.py."""
+        return self.pki / "etcd"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -78,17 +90,25 @@ class Paths:
     def state_file(self) -> Path:
         return self.root / "state.json"
 
+    @property
+    def home(self) -> Path:
+        """The lab SSH user's home directory (how `down` recognises the user as the lab's)."""
+        return self.root / "home"
+
     def all_dirs(self) -> list[Path]:
+        """Every directory `up` creates, parents first; all created 0700 (files.make_dir)."""
         return [
             self.root,
             self.run,
             self.bin,
             self.pki,
+            self.etcd_pki,
             self.logs,
             self.pids,
             self.ssh,
             self.kubelet_dir,
-            self.root / "etcd",
+            self.etcd_data,
+            self.root / "cni",
             self.root / "cni" / "net.d",
             self.root / "containerd",
             self.root / "images",
@@ -98,18 +118,27 @@ class Paths:
 
 @dataclass
 class LabState:
-    """What `lab up` decided (ports) and changed on the host, so `down` can undo exactly it."""
+    """What `lab up` decided (ports) and changed on the host, so `down` can undo exactly it.
+
+    ip_forward_before: the host's net.ipv4.ip_forward before `up` set it (None: `up` has
+    not changed it since the last `down`). mounted_cgroups: cgroup v1 controllers `up`
+    mounted; cgroup_dirs_made: the mount points it had to create for them."""
 
     ports: dict[str, int] = field(default_factory=dict)
     ip_forward_before: str | None = None
     mounted_cgroups: list[str] = field(default_factory=list)
+    cgroup_dirs_made: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
 
     def save(self, paths: Paths) -> None:
-        paths.state_file.write_text(json.dumps(asdict(self), indent=2))
+        write_file(paths.state_file, json.dumps(asdict(self), indent=2))
 
     @classmethod
     def load(cls, paths: Paths) -> LabState | None:
         if not paths.state_file.exists():
             return None
-        return cls(**json.loads(paths.state_file.read_text()))
+        raw = json.loads(paths.state_file.read_text())
+        # A state written by another version of the lab may lack fields (defaults apply) or
+        # carry ones this version does not know (ignored rather than refusing to go down).
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})

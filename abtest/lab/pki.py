@@ -1,7 +1,11 @@
-"""The lab's PKI: one CA, the API server's serving cert, client certs, kubeconfigs.
+"""The lab's PKI: the cluster CA with the API server's serving cert, client certs and
+kubeconfigs; and etcd's own CA (kubeadm's layout, `pki/etcd/`) for etcd's serving and peer
+certs and the API server's etcd client cert. etcd trusts only its own CA, so no other lab
+certificate (admin, kubelet, scheduler) is accepted by etcd: the API server is its only client.
 
 Generated with `cryptography` (already a paramiko dependency) so no openssl shell-outs.
-Keys are written 0600; nothing here ever leaves the lab's state directory.
+Keys and kubeconfigs are created 0600 in 0700 directories (see files.py); nothing here ever
+leaves the lab's state directory.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from abtest.lab.files import PUBLIC_FILE, make_dir, write_file
+
 VALID_DAYS = 365
 
 
@@ -27,14 +33,16 @@ class CertPair:
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
     )
-    path.chmod(0o600)
+    write_file(path, pem)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    write_file(path, cert.public_bytes(serialization.Encoding.PEM), PUBLIC_FILE)
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -44,17 +52,17 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
-def ensure_ca(directory: Path) -> CertPair:
+def ensure_ca(directory: Path, cn: str = "abtest-lab-ca") -> CertPair:
     pair = CertPair(directory / "ca.crt", directory / "ca.key")
+    make_dir(directory)
     if pair.cert.exists() and pair.key.exists():
         return pair
-    directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("abtest-lab-ca"))
-        .issuer_name(_name("abtest-lab-ca"))
+        .subject_name(_name(cn))
+        .issuer_name(_name(cn))
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
@@ -77,7 +85,7 @@ def ensure_ca(directory: Path) -> CertPair:
         .sign(key, hashes.SHA256())
     )
     _write_key(pair.key, key)
-    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_cert(pair.cert, cert)
     return pair
 
 
@@ -93,6 +101,7 @@ def issue(
     ips: tuple[str, ...] = (),
 ) -> CertPair:
     pair = CertPair(directory / f"{name}.crt", directory / f"{name}.key")
+    make_dir(directory)
     if pair.cert.exists() and pair.key.exists():
         return pair
     ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
@@ -121,21 +130,21 @@ def issue(
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     _write_key(pair.key, key)
-    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_cert(pair.cert, cert)
     return pair
 
 
 def ensure_service_account_key(directory: Path) -> Path:
     """The token signing key (sa.key) and its public half (sa.pub) for verification."""
     path = directory / "sa.key"
+    make_dir(directory)
     if not path.exists():
         key = ec.generate_private_key(ec.SECP256R1())
         _write_key(path, key)
-        (directory / "sa.pub").write_bytes(
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
+        write_file(directory / "sa.pub", public, PUBLIC_FILE)
     return path
 
 
@@ -143,7 +152,8 @@ def write_kubeconfig(path: Path, server: str, ca: CertPair, client: CertPair, us
     def b64(p: Path) -> str:
         return base64.b64encode(p.read_bytes()).decode()
 
-    path.write_text(
+    write_file(
+        path,
         "apiVersion: v1\nkind: Config\n"
         f"clusters:\n- name: abtest-lab\n  cluster:\n    server: {server}\n"
         f"    certificate-authority-data: {b64(ca.cert)}\n"
@@ -151,6 +161,5 @@ def write_kubeconfig(path: Path, server: str, ca: CertPair, client: CertPair, us
         f"    client-certificate-data: {b64(client.cert)}\n"
         f"    client-key-data: {b64(client.key)}\n"
         f"contexts:\n- name: abtest-lab\n  context:\n    cluster: abtest-lab\n    user: {user}\n"
-        "current-context: abtest-lab\n"
+        "current-context: abtest-lab\n",
     )
-    path.chmod(0o600)

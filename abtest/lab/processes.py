@@ -63,6 +63,24 @@ def alive(pid: int | None, expect: str | None = None) -> bool:
     return expect is None or expect.encode() in cmdline
 
 
+def pids_of_uid(uid: int) -> list[int]:
+    """Live processes whose real uid is `uid` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # exited while we looked
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").strip().startswith("Z"):
+            continue
+        if int(fields.get("Uid", "-1 0").split()[0]) == uid:
+            found.append(int(entry.name))
+    return found
+
+
 def start(
     name: str,
     argv: Sequence[str],
@@ -91,26 +109,73 @@ def start(
     return proc.pid
 
 
-def stop(name: str, pids_dir: Path, expect: str, timeout: float = 15.0) -> bool:
-    """SIGTERM our recorded pid, SIGKILL after the timeout. True if something was stopped."""
+KILL_WAIT_S = 10.0
+
+
+def stop(
+    name: str, pids_dir: Path, expect: str, timeout: float = 15.0, kill_wait: float = KILL_WAIT_S
+) -> bool:
+    """SIGTERM our recorded pid, SIGKILL after `timeout`. True if something was stopped.
+
+    A process can outlive SIGKILL for a while (uninterruptible sleep in the kernel, e.g. a
+    hung mount): after `kill_wait` seconds this gives up with a LabError naming the pid
+    and its state rather than waiting forever; the pid file is kept so `status` shows it."""
     pid = read_pid(pids_dir, name)
     path = pid_file(pids_dir, name)
     if not alive(pid, expect):
         path.unlink(missing_ok=True)
         return False
     assert pid is not None
-    os.kill(pid, signal.SIGTERM)
+    _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and alive(pid, expect):
+    while time.monotonic() < deadline and _presence(pid, expect) != "gone":
         _reap(pid)
         time.sleep(0.1)
-    if alive(pid, expect):
-        os.kill(pid, signal.SIGKILL)
-        while alive(pid, expect):
+    if _presence(pid, expect) != "gone":
+        if _presence(pid, expect) == "ours":
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + kill_wait
+        while _presence(pid, expect) != "gone":
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"{name} (pid {pid}, state {_proc_state(pid)}) still running "
+                    f"{kill_wait:.0f} s after SIGKILL (and {timeout:.0f} s after SIGTERM); "
+                    f"waited for it to exit; its pid file {path} is kept"
+                )
             _reap(pid)
             time.sleep(0.05)
     path.unlink(missing_ok=True)
     return True
+
+
+def _presence(pid: int, expect: str) -> str:
+    """ "ours" (our program), "exiting" (its memory, so its cmdline, is already released
+    but it still holds its files and ports) or "gone" (exited, a zombie, or the pid now
+    belongs to another program: never signal that)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        state = _proc_state(pid)
+    except OSError:
+        return "gone"
+    if state in ("Z", "gone"):
+        return "gone"
+    if expect.encode() in cmdline:
+        return "ours"
+    return "exiting" if not cmdline else "gone"
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    # It may have exited between the liveness check and the signal: then there is nothing
+    # left to signal, which is what we wanted.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
 
 
 def _reap(pid: int) -> None:

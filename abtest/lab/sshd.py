@@ -2,38 +2,128 @@
 
 Like a real node: a plain login shell (root's rc files here cost ~350 ms a command),
 passwordless sudo, a key the controller holds, a host key the controller must verify.
+
+The door exists only while the lab is up: `up` creates the user and its sudoers file,
+`down` removes both (close_door), so a machine with the lab down has no passwordless-root
+account. The state directory is 0700 except that the lab user's group may traverse (0710)
+the two directories on the way to its authorized_keys, which sshd reads as that user.
 """
 
 from __future__ import annotations
 
+import os
 import pwd
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from abtest.errors import LabError
 from abtest.lab import layout
-from abtest.lab.processes import run
+from abtest.lab.files import PRIVATE_DIR, PRIVATE_FILE, PUBLIC_FILE, make_dir, write_file
+from abtest.lab.processes import alive, pids_of_uid, run
 
 SUDOERS = Path("/etc/sudoers.d/abtest-lab")
+DOOR_MODE = 0o710
+SESSION_STOP_S = 5.0
+
+
+def lab_user(paths: layout.Paths) -> pwd.struct_passwd | None:
+    """The lab's SSH user, if it exists and is the lab's (its home is the lab's)."""
+    try:
+        pw = pwd.getpwnam(layout.SSH_USER)
+    except KeyError:
+        return None
+    return pw if pw.pw_dir == str(paths.home) else None
 
 
 def ensure_user(paths: layout.Paths) -> None:
-    home = paths.root / "home"
     try:
         pwd.getpwnam(layout.SSH_USER)
     except KeyError:
-        run(["useradd", "--system", "--home-dir", str(home), "--shell", "/bin/sh", layout.SSH_USER])
-    home.mkdir(mode=0o755, exist_ok=True)
+        run(
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--home-dir",
+                str(paths.home),
+                "--shell",
+                "/bin/sh",
+                layout.SSH_USER,
+            ]
+        )
+    pw = lab_user(paths)
+    if pw is None:
+        # Someone else's account: giving it passwordless sudo would be a takeover.
+        raise LabError(
+            f"a user {layout.SSH_USER!r} exists that the lab did not create (its home is "
+            f"{pwd.getpwnam(layout.SSH_USER).pw_dir}, not {paths.home}); the lab will not give "
+            "it passwordless sudo: remove or rename that user"
+        )
+    make_dir(paths.home)
+    os.chown(paths.home, pw.pw_uid, pw.pw_gid)
     # "*" (not "!") so sshd without PAM does not treat the account as locked.
     run(["usermod", "-p", "*", layout.SSH_USER])
-    SUDOERS.write_text(f"{layout.SSH_USER} ALL=(root) NOPASSWD: ALL\n")
-    SUDOERS.chmod(0o440)
+    # A name with a dot is ignored by sudo's includedir, so the temp file is never live.
+    write_file(SUDOERS, f"{layout.SSH_USER} ALL=(root) NOPASSWD: ALL\n", 0o440)
+
+
+def open_door(paths: layout.Paths) -> None:
+    """Let (only) the lab user's group traverse to its authorized_keys: sshd opens that
+    file as the user. Called last in `up`, after every directory was made 0700."""
+    pw = lab_user(paths)
+    if pw is None:
+        raise LabError(f"the lab user {layout.SSH_USER!r} is missing (ensure_user runs first)")
+    for d in (paths.root, paths.ssh):
+        os.chown(d, 0, pw.pw_gid)
+        os.chmod(d, DOOR_MODE)
+
+
+def close_door(paths: layout.Paths) -> list[str]:
+    """Remove the sudoers file and the lab user (ending its SSH sessions first: userdel
+    refuses a user with processes). Returns what could not be removed, one line each."""
+    problems: list[str] = []
+    SUDOERS.unlink(missing_ok=True)
+    pw = lab_user(paths)
+    if pw is not None:
+        problems += _end_sessions(pw.pw_uid)
+        proc = subprocess.run(["userdel", layout.SSH_USER], capture_output=True, text=True)
+        if proc.returncode != 0:
+            problems.append(f"user {layout.SSH_USER}: userdel failed: {proc.stderr.strip()}")
+    for d in (paths.root, paths.ssh, paths.home):
+        if d.is_dir():
+            os.chown(d, 0, 0)
+            os.chmod(d, PRIVATE_DIR)
+    return problems
+
+
+def _end_sessions(uid: int) -> list[str]:
+    """SIGTERM, then SIGKILL, the processes running as the lab user: by construction these
+    are sessions through the lab's sshd (the listener itself is stopped by then)."""
+    for sig, wait in ((signal.SIGTERM, SESSION_STOP_S), (signal.SIGKILL, SESSION_STOP_S)):
+        pids = pids_of_uid(uid)
+        if not pids:
+            return []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.1)
+    left = [p for p in pids_of_uid(uid) if alive(p)]
+    if not left:
+        return []
+    return [
+        f"user {layout.SSH_USER}: processes {left} still running {SESSION_STOP_S:.0f} s "
+        "after SIGKILL"
+    ]
 
 
 def ensure_keys(paths: layout.Paths) -> None:
     ssh = paths.ssh
-    ssh.mkdir(mode=0o700, exist_ok=True)
-    ssh.chmod(0o755)  # sshd (StrictModes) reads authorized_keys below it
     for name in ("host_ed25519", "client_ed25519"):
         key = ssh / name
         if not key.exists():
@@ -51,15 +141,14 @@ def ensure_keys(paths: layout.Paths) -> None:
                     str(key),
                 ]
             )
-    auth = ssh / "authorized_keys"
-    auth.write_text((ssh / "client_ed25519.pub").read_text())
-    auth.chmod(0o644)
+    write_file(ssh / "authorized_keys", (ssh / "client_ed25519.pub").read_text(), PUBLIC_FILE)
 
 
 def write_configs(paths: layout.Paths, port: int) -> Path:
     ssh = paths.ssh
     conf = ssh / "sshd_config"
-    conf.write_text(
+    write_file(
+        conf,
         f"""# written by `abtest lab up`
 ListenAddress 127.0.0.1
 Port {port}
@@ -73,11 +162,15 @@ PermitRootLogin no
 UsePAM no
 StrictModes yes
 Subsystem sftp internal-sftp
-"""
+""",
+        PRIVATE_FILE,
     )
     host_pub = (ssh / "host_ed25519.pub").read_text().split()
-    (ssh / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    (ssh / "ssh_config").write_text(
+    write_file(
+        ssh / "known_hosts", f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n", PUBLIC_FILE
+    )
+    write_file(
+        ssh / "ssh_config",
         f"""# written by `abtest lab up`; used by playbooks/nodes/lab.yaml
 Host {layout.SSH_ALIAS}
   HostName 127.0.0.1
@@ -86,7 +179,8 @@ Host {layout.SSH_ALIAS}
   IdentityFile {ssh / "client_ed25519"}
   UserKnownHostsFile {ssh / "known_hosts"}
   StrictHostKeyChecking yes
-"""
+""",
+        PUBLIC_FILE,
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     check = subprocess.run(
@@ -95,7 +189,3 @@ Host {layout.SSH_ALIAS}
     if check.returncode != 0:
         raise LabError(f"sshd refused its config {conf}: {check.stderr.strip()}")
     return conf
-
-
-def remove_sudoers() -> None:
-    SUDOERS.unlink(missing_ok=True)
