@@ -118,3 +118,18 @@ def test_means_beside_a_paired_saving_are_the_ones_it_was_made_of(tmp_path: Path
     table = _run(str(path)).stdout
     # The table shows the matched mean the saving uses, and the all-rounds one labelled.
     assert "4.067" in table and "all 5.300" in table
+
+
+def test_csv_format_carries_the_matched_means(tmp_path: Path) -> None:
+    import csv
+    import io
+
+    lines = ["arm,size,block,batch_ready_s"]
+    for b, (base, treat) in enumerate([(4.0, 3.0), (4.4, 3.5), (3.8, 2.9)]):
+        lines += [f"baseline,50,{b},{base}", f"treat,50,{b},{treat}"]
+    lines += ["baseline,50,7,9.0"]
+    path = _write(tmp_path, "\n".join(lines) + "\n")
+    (row,) = csv.DictReader(io.StringIO(_run(str(path), "--format", "csv").stdout))
+    matched = float(row["baseline_mean_matched"]) - float(row["treatment_mean_matched"])
+    assert float(row["savings_s"]) == pytest.approx(matched)
+    assert float(row["baseline_mean"]) == pytest.approx(5.3)

@@ -22,6 +22,9 @@ CSV_COLUMNS = (
     "n_pairs",
     "baseline_mean",
     "treatment_mean",
+    # the means savings_s is made of (complete blocks when paired; issue 11 item 17)
+    "baseline_mean_matched",
+    "treatment_mean_matched",
     "savings_s",
     "savings_ci_low",
     "savings_ci_high",
