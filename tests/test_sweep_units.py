@@ -3,6 +3,7 @@ failed arms), the refusal to resume a run with another plan, and the closing sum
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -12,7 +13,7 @@ from fake_node import FakeKit, FakeNode
 
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
-from abtest.errors import UserError
+from abtest.errors import ApplyFailed, UserError
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.schedule import RoundKey, remaining
 from abtest.experiment.sweep import (
@@ -21,6 +22,7 @@ from abtest.experiment.sweep import (
     done_keys,
     failed_arms,
     resume_plan_check,
+    run_sweep,
 )
 from abtest.store.db import Store
 
@@ -270,3 +272,37 @@ def test_resume_skips_arms_that_failed_to_apply(store: Store) -> None:
     ran = [plan.schedule.visits[i].arm for i, _ in seen]
     assert "combined" not in ran
     assert len(ran) == len(plan.schedule.visits) - plan.schedule.blocks
+
+
+# --------------------------------------------------------------------------- several nodes
+
+
+def test_a_failure_on_one_node_stops_the_other_and_both_are_restored(store: Store) -> None:
+    """Two workers on scripted fake nodes: node-a cannot apply (fail-fast), so node-b stops at
+    its next round boundary (or has finished by then); both nodes end as found, each worker
+    wrote through its own database connection, and the run is recorded failed."""
+    plan = _plan()
+    first = plan.profiles[0]
+    profiles = tuple(dataclasses.replace(first, name=n, node_name=n) for n in ("node-a", "node-b"))
+    plan = dataclasses.replace(plan, profiles=profiles)
+    a = FakeNode("node-a", failing={"kubeAPIQPS": "the kubelet refused kubeAPIQPS"})
+    b = FakeNode("node-b")
+    a.expect("preflight", "lock", "restart", "rollback", "unlock", "close")
+    b.expect("preflight", "namespace abtest", "close")
+    events: list[tuple[str, dict[str, Any]]] = []
+    with pytest.raises(ApplyFailed, match="refused kubeAPIQPS"):
+        run_sweep(
+            plan,
+            store,
+            SweepOptions(fail_fast=True),
+            lambda kind, data: events.append((kind, data)),
+            kit=FakeKit(a, b),
+        )
+    a.verify()
+    b.verify()
+    assert not [c for c in a.calls if c.startswith("round")]  # node-a never measured
+    # node-b stopped wherever the stop found it; whatever it changed, it put back
+    assert "lock" not in b.calls or b.calls[-3:] == ["restore", "unlock", "close"], b.calls
+    run_id = next(d["run_id"] for k, d in events if k == "run")
+    row = store.run_row(run_id)
+    assert row["status"] == "failed" and "refused kubeAPIQPS" in row["stop_reason"]
