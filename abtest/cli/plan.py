@@ -1,4 +1,6 @@
-"""`abtest plan`: what a sweep would do — arms, block schedule, restarts, duration."""
+"""`abtest plan`: what a sweep would do — arms, block schedule, restarts, duration — and what
+it can detect: the minimum detectable effect at the planned blocks and, with --detect, the
+blocks a target change needs (noise from the node's earlier runs, else a stated default)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,15 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.experiment.history import node_history
-from abtest.experiment.plan import build_plan, estimate, restart_count
+from abtest.experiment.history import node_history, noise_history
+from abtest.experiment.plan import (
+    PowerRow,
+    build_plan,
+    estimate,
+    parse_percent,
+    power_plan,
+    restart_count,
+)
 from abtest.store.db import Store
 
 
@@ -28,19 +37,30 @@ def plan(
     namespace: str = o.NAMESPACE,
     db: Path = o.DB,
     json_out: bool = o.JSON,
+    detect: str = typer.Option(
+        None, "--detect", help="A change to plan for, e.g. 5%: the blocks it needs (80 % power)."
+    ),
+    confidence: float = typer.Option(
+        0.95, "--confidence", help="The report's two-sided interval level the power is for."
+    ),
 ) -> None:
-    """Print the arms, the block schedule, kubelet restarts and an estimated duration.
-    Nothing is touched."""
+    """Print the arms, the block schedule, kubelet restarts, an estimated duration and the
+    smallest change each comparison can detect. Nothing is touched."""
     opts = o.plan_options(playbook, profile, catalog, names, design, attribution, rounds, sizes,
                           seed, qps, concurrency, namespace)  # fmt: skip
     p = build_plan(opts)
+    detect_pct = parse_percent(detect, "--detect") if detect is not None else None
     history = None
+    rounds_before = None
     if db is not None or Store.exists():
         with Store(db) as store:
             history = node_history(store, p.profiles[0].node_name, p.schedule.sizes)
+            rounds_before = noise_history(store, p.profiles[0].node_name, p.schedule.sizes)
     p_est = estimate(p, history)
+    power = power_plan(p, rounds_before, confidence=confidence, detect_pct=detect_pct)
     if json_out:
         data = p.to_dict()
+        data["power"] = [_power_json(r, confidence) for r in power]
         data["estimate"] = {
             "seconds": round(p_est.seconds, 1),
             "restart_s": p_est.restart_s,
@@ -67,3 +87,50 @@ def plan(
         f"{p.schedule.measured_rounds} measured rounds on {nodes}; "
         f"estimated {minutes:.0f} min ({p_est.source})"
     )
+    _print_power(power, confidence)
+
+
+def _power_json(r: PowerRow, confidence: float) -> dict[str, object]:
+    return {
+        "metric": r.metric,
+        "size": r.size,
+        "blocks": r.blocks,
+        "confidence": confidence,
+        "power": 0.8,
+        "mde_pct": round(r.mde_pct, 2),
+        "detect_pct": r.detect_pct,
+        "blocks_needed": r.blocks_needed,
+        "sd_log_diff": round(r.noise.sd_log_diff, 5),
+        "noise_df": r.noise.df,
+        "noise_source": r.noise.source,
+    }
+
+
+def _print_power(rows: list[PowerRow], confidence: float) -> None:
+    level = f"{confidence * 100:g}"
+    asked = rows[0].detect_pct if rows else None
+    columns = ["metric", "pods", "log SD", "from", f"MDE, {rows[0].blocks} blocks"]
+    if asked is not None:
+        columns.append(f"blocks for {asked:g} %")
+    table = []
+    for r in rows:
+        source = f"{r.noise.n_rounds} rounds" if r.noise.from_history else "default"
+        row = [r.metric, str(r.size), f"{r.noise.sd_log_diff:.4f}", source, f"{r.mde_pct:.1f} %"]
+        if asked is not None:
+            row.append(str(r.blocks_needed) if r.blocks_needed else "> 10000")
+        table.append(row)
+    print_table("what each comparison vs baseline can detect", columns, table)
+    console.print(
+        f"MDE: the smallest change (either way) each arm-vs-baseline comparison detects with "
+        f"80 % power, i.e. its {level} % interval excludes 0 in 80 % of runs (paired t on "
+        "per-block log ratios, power from the noncentral t; Holm across arms not included)."
+    )
+    for source in dict.fromkeys(r.noise.source for r in rows if r.noise.from_history):
+        console.print(
+            f"noise: paired log SD per metric and size from {source.removeprefix('history: ')}"
+        )
+    if any(not r.noise.from_history for r in rows):
+        console.print(
+            "[yellow]no usable history for some sizes: their noise is the stated default "
+            "(paired log SD 0.10); a sweep on this node replaces it[/yellow]"
+        )

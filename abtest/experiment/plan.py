@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abtest.catalog import load_catalog, select_factors
 from abtest.domain import Arm, Catalog, Factor
@@ -16,6 +17,11 @@ from abtest.errors import UserError
 from abtest.experiment.design import build_arms, dedupe, gates_all
 from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds, restarts
 from abtest.playbook import NodeProfile, Playbook, load_playbook, load_profile
+
+if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates --list` is fast)
+    import pandas as pd
+
+    from abtest.stats.power import Noise
 
 # Used when the results database has nothing measured on this node yet (stated in the plan).
 DEFAULT_RESTART_S = 20.0
@@ -180,3 +186,64 @@ def _median(values: list[float] | None) -> float | None:
 
 def restart_count(plan: SweepPlan) -> int:
     return restarts(plan.schedule)
+
+
+# The metrics the report leads with; planning answers for these.
+POWER_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    """What one (size, metric) comparison of the plan can detect, from this node's noise."""
+
+    metric: str
+    size: int
+    noise: Noise
+    blocks: int
+    mde_pct: float  # a change this large (either way) is detected with `power`
+    detect_pct: float | None  # the change asked for with --detect
+    blocks_needed: int | None  # for detect_pct; None when not asked or out of reach
+
+
+def power_plan(
+    plan: SweepPlan,
+    history: pd.DataFrame | None,
+    *,
+    confidence: float = 0.95,
+    power: float = 0.80,
+    detect_pct: float | None = None,
+    metrics: tuple[str, ...] = POWER_METRICS,
+) -> list[PowerRow]:
+    """MDE of every arm-vs-baseline comparison at the plan's block count, and with
+    ``detect_pct`` the blocks that change needs; noise from ``history`` (the node's earlier
+    runs, ``experiment.history.noise_history``) or the stated default."""
+    from abtest.stats.power import blocks_needed, default_noise, detectable, noise_from_history
+
+    rows = []
+    for metric in metrics:
+        for size in plan.schedule.sizes:
+            if history is None or history.empty:
+                noise = default_noise(metric, size, "no earlier runs on this node")
+            else:
+                noise = noise_from_history(history, metric=metric, size=size)
+            blocks = plan.playbook.rounds
+            found = detectable(noise.sd_log_diff, blocks, confidence, power)
+            needed = (
+                blocks_needed(noise.sd_log_diff, detect_pct, confidence, power)
+                if detect_pct is not None
+                else None
+            )
+            rows.append(PowerRow(metric, size, noise, blocks, found.mde_pct, detect_pct, needed))
+    return rows
+
+
+def parse_percent(text: str, flag: str) -> float:
+    """``5%`` or ``5`` -> 5.0 (a change in percent, strictly between 0 and 100)."""
+    raw = text.strip().removesuffix("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UserError(f"{text!r} is not a percent", flag, "give e.g. 5% or 5") from None
+    if not (0.0 < value < 100.0):
+        raise UserError(f"{text!r} is not between 0 and 100 %", flag, "give e.g. 5%")
+    return value

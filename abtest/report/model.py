@@ -38,6 +38,8 @@ from abtest.stats import (
     uncomparable,
 )
 from abtest.stats.intervals import check_confidence
+from abtest.stats.power import POWER, Detectable, achieved
+from abtest.stats.sequential import SequentialPlan, sequential_plan_of
 from abtest.store.db import Store
 
 PRIMARY_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")
@@ -68,7 +70,7 @@ class ReportModel:
     run_id: str
     run: dict[str, object]  # the runs row (playbook text included)
     environment: tuple[tuple[str, str], ...]
-    method: tuple[str, str]
+    method: tuple[str, ...]
     confidence: float
     baseline: str | None
     combined_arm: str | None
@@ -88,6 +90,12 @@ class ReportModel:
     notes: tuple[str, ...]
     rounds: pd.DataFrame = field(repr=False)  # every round, with ``included``
     pods: pd.DataFrame = field(repr=False)  # every pod, with ``latency_s`` and ``included``
+    # what each comparison (same order as ``comparisons``) could detect from its own paired
+    # noise with 80 % power; None where it is unpaired or has no interval
+    detectable: tuple[Detectable | None, ...] = ()
+    # set for a run that stopped when resolved (`gates --until-resolved`): the looks and the
+    # corrected level its intervals use
+    sequential: SequentialPlan | None = None
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -110,6 +118,13 @@ class ReportModel:
     def comparisons_for(self, metric: str, arm: str | None = None) -> list[Comparison]:
         return [c for c in self.comparisons if c.metric == metric and (arm is None or c.arm == arm)]
 
+    def detectable_for(self, c: Comparison) -> Detectable | None:
+        """The minimum detectable effect the run achieved for comparison ``c``."""
+        for other, found in zip(self.comparisons, self.detectable, strict=False):
+            if other is c:
+                return found
+        return None
+
 
 def build_model(
     store: Store, run_id: str, *, baseline: str | None = None, confidence: float = 0.95
@@ -119,6 +134,11 @@ def build_model(
     data = load_run(store, run_id)
     base = _baseline(data, baseline)
     notes: list[str] = []
+    # A run that stopped when resolved looked several times: its intervals are read at the
+    # level corrected for its planned looks (Bonferroni), as the stopping rule used them.
+    sequential = sequential_plan_of(data.run.get("plan_json"), confidence)
+    if sequential is not None:
+        confidence = sequential.look_confidence
     metrics = data.metrics()
     if data.rounds.empty:
         notes.append("the run has no rounds yet")
@@ -152,7 +172,7 @@ def build_model(
         run_id=run_id,
         run=data.run,
         environment=environment(data),
-        method=_method(confidence),
+        method=_method(confidence, sequential),
         confidence=confidence,
         baseline=base,
         combined_arm=combined,
@@ -172,6 +192,8 @@ def build_model(
         notes=tuple(dict.fromkeys(notes)),
         rounds=data.rounds,
         pods=data.pods,
+        detectable=tuple(achieved(c, POWER) for c in comparisons),
+        sequential=sequential,
     )
 
 
@@ -284,8 +306,9 @@ def _arm_metrics(
     return tuple(out)
 
 
-def _method(confidence: float) -> tuple[str, str]:
-    level = f"{confidence:.0%}"
+def _method(confidence: float, sequential: SequentialPlan | None = None) -> tuple[str, ...]:
+    level = f"{confidence * 100:.4g}%"
+    stopping = (sequential.describe(),) if sequential is not None else ()
     return (
         "Unit: one accepted, non-warm-up round per (arm, size); per-pod latency = create request "
         "sent to first Ready=True seen; batch ready = first request sent to all Ready; "
@@ -293,5 +316,9 @@ def _method(confidence: float) -> tuple[str, str]:
         f"Percent reduction (B - T) / B x 100 on geometric means (log scale) and savings B - T "
         f"on means, {level} t-intervals paired by block (Welch when blocks do not pair); "
         "p-values test 'no change', Holm-adjusted across the arms vs the baseline at each size "
-        "(attribution tables adjust over their own comparisons; each table names its family).",
+        "(attribution tables adjust over their own comparisons; each table names its family). "
+        f"Detectable: the smallest change (either way) each comparison would have detected with "
+        f"{POWER:.0%} power at this level, from its own per-block noise (paired t, power from the "
+        "noncentral t); where the interval includes 0, the change is less than that, if any.",
+        *stopping,
     )

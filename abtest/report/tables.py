@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abtest.report.fmt import DASH, Table, level, make_table, num, p_value, with_ci
+from abtest.report.fmt import DASH, Table, finite, level, make_table, num, p_value, with_ci
 from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
     acceptance_table,
@@ -79,9 +79,17 @@ def _headlines(model: ReportModel) -> tuple[str, ...]:
         lines.append(
             f"{c.arm} at {c.size} pods: batch ready {num(c.treatment_mean_matched)} s vs "
             f"{num(c.baseline_mean_matched)} s for {c.baseline}; {_change_words(c)}; saving "
-            f"{_saving(c)} s; p (Holm) {p_value(c.p_adjusted)}."
+            f"{_saving(c)} s; p (Holm) {p_value(c.p_adjusted)}{_if_any(model, c)}."
         )
     return tuple(lines)
+
+
+def _if_any(model: ReportModel, c: Comparison) -> str:
+    text = detectable_text(model, c)
+    if not text.startswith("<"):
+        return ""
+    bound = text.removeprefix("< ").removesuffix(" if any")
+    return f"; no difference found: less than {bound} %, if any"
 
 
 def _change_words(c: Comparison) -> str:
@@ -103,6 +111,17 @@ def _saving(c: Comparison) -> str:
 
 def _pct(c: Comparison) -> str:
     return with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True)
+
+
+def detectable_text(model: ReportModel, c: Comparison) -> str:
+    """The minimum detectable effect the run achieved for ``c``; where the interval includes
+    0 it reads "< X if any": no difference was found, and one of X % would likely have been."""
+    found = model.detectable_for(c)
+    if found is None or c.pct_ci is None or not finite(found.mde_pct):
+        return DASH
+    if c.pct_ci[0] <= 0.0 <= c.pct_ci[1]:
+        return f"< {found.mde_pct:.1f} if any"
+    return f"{found.mde_pct:.1f}"
 
 
 def _mean(matched: float, every_round: float) -> str:
@@ -171,6 +190,7 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
             _mean(c.treatment_mean_matched, c.treatment_mean),
             _saving(c),
             _pct(c),
+            detectable_text(model, c),
             p_value(c.p_value),
             p_value(c.p_adjusted),
             f"{c.n_baseline}/{c.n_treatment}{pairs}",
@@ -183,6 +203,7 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
         "Arm s",
         f"Saving s [{ci} CI]",
         f"Reduction % [{ci} CI]",
+        "Detectable %",
         "p",
         "p (Holm)",
         "n base/arm",
@@ -197,8 +218,16 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
             "Saving = baseline - arm (positive: the arm is faster); reduction = (B - T) / B x 100 "
             f"on geometric means; p (Holm): {holm_family(model, metric)}.",
             MATCHED_NOTE,
+            DETECTABLE_NOTE,
         ],
     )
+
+
+DETECTABLE_NOTE = (
+    "Detectable %: the smallest change, either way, this run would have detected with 80 % "
+    "power at this level, from the comparison's own per-block noise (paired only); "
+    "'< X if any' where the interval includes 0."
+)
 
 
 def _combined(model: ReportModel, ci: str) -> Table | None:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from abtest.report.model import ReportModel
 from abtest.stats import Comparison
+from abtest.stats.power import Detectable
 
 ROUND_COLUMNS = (
     "id",
@@ -79,17 +80,30 @@ def _interval_columns(prefix: str, ci: tuple[float, float] | None) -> dict[str, 
     return {f"{prefix}_lo": lo, f"{prefix}_hi": hi}
 
 
-def _comparison_row(c: Comparison) -> dict[str, Any]:
+def _comparison_row(c: Comparison, found: Detectable | None = None) -> dict[str, Any]:
     row = {k: v for k, v in plain(c).items() if not k.endswith("_ci")}
     for name in ("savings_ci", "ratio_ci", "pct_ci"):
         row.update(_interval_columns(name.removesuffix("_ci") + "_ci", getattr(c, name)))
+    row.update(_detectable_columns(found))
     return row
+
+
+def _detectable_columns(found: Detectable | None) -> dict[str, Any]:
+    """The minimum detectable effect the run achieved (80 % power, its own paired noise)."""
+    return {
+        "mde_pct": plain(found.mde_pct) if found else None,
+        "mde_log": plain(found.mde_log) if found else None,
+        "mde_power": found.power if found else None,
+        "mde_sd_log_diff": found.sd_log_diff if found else None,
+    }
 
 
 def frames(model: ReportModel) -> dict[str, pd.DataFrame]:
     """File stem -> tidy frame, only for the tables the run has data for."""
     out: dict[str, pd.DataFrame] = {
-        "comparisons": pd.DataFrame([_comparison_row(c) for c in model.comparisons]),
+        "comparisons": pd.DataFrame(
+            [_comparison_row(c, model.detectable_for(c)) for c in model.comparisons]
+        ),
         "arm_summary": pd.DataFrame(
             [
                 {
@@ -215,7 +229,11 @@ def to_json(model: ReportModel) -> dict[str, Any]:
             "metrics": model.metrics,
             "blocks": model.blocks,
             "arm_summary": model.arm_metrics,
-            "comparisons": model.comparisons,
+            "comparisons": [
+                {**plain(c), **_detectable_columns(model.detectable_for(c))}
+                for c in model.comparisons
+            ],
+            "until_resolved": model.sequential,
             "attributions": model.attributions,
             "factorial": model.factorial,
             "acceptance": model.acceptance,
