@@ -141,4 +141,9 @@ class LabState:
         # A state written by another version of the lab may lack fields (defaults apply) or
         # carry ones this version does not know (ignored rather than refusing to go down).
         known = {f.name for f in dataclasses.fields(cls)}
+        if "cgroup_dirs_made" not in raw:
+            # Before it was recorded, `up` created the mount point of every controller it
+            # mounted when missing (a VM has none of them), so `down` removes those empty
+            # directories too.
+            raw["cgroup_dirs_made"] = list(raw.get("mounted_cgroups", []))
         return cls(**{k: v for k, v in raw.items() if k in known})
