@@ -291,3 +291,38 @@ def test_proxyjump_host_keys_stay_strict(lab_profile: NodeProfile, tmp_path: Pat
     target = _lab_jump_target(lab_profile, tmp_path, line + revoked)
     with pytest.raises(HostKeyError, match="revoked"), Connection(target) as conn:
         conn.run(["true"])
+
+
+@pytest.mark.lab
+def test_proxycommand_to_the_lab_sshd(lab_profile: NodeProfile, tmp_path: Path) -> None:
+    lab = resolve(lab_profile.ssh)
+    known = tmp_path / "known_hosts"
+    known.write_text(Path(lab.known_hosts).read_text())
+    (tmp_path / "ssh_config").write_text(
+        "Host lab-via-command\n"
+        f"  HostName {lab.hostname}\n"
+        f"  Port {lab.port}\n"
+        f"  User {lab.user}\n"
+        f"  IdentityFile {lab.key_files[0]}\n"
+        "  ProxyCommand socat - TCP:%h:%p\n"
+        f"  UserKnownHostsFile {known}\n"
+        f"  GlobalKnownHostsFile {tmp_path / 'none'}\n"
+    )
+    target = SSHTarget(
+        host="lab-via-command",
+        port=None,
+        user=None,
+        key_file=None,
+        use_agent=False,
+        known_hosts=None,
+        config_file=str(tmp_path / "ssh_config"),
+    )
+    with Connection(target) as conn:
+        assert conn.endpoint.proxy_command == f"socat - TCP:{lab.hostname}:{lab.port}"
+        transport = conn.open().get_transport()
+        assert transport is not None and isinstance(transport.sock, paramiko.ProxyCommand)
+        assert conn.run(["true"]).ok
+    # the host key is checked through the command too
+    known.write_text("")
+    with pytest.raises(HostKeyError, match="is not in"), Connection(target) as conn:
+        conn.run(["true"])
