@@ -203,3 +203,34 @@ def test_regress_reads_kube_burner() -> None:
     assert verdict["verdict"] in {"FAIL", "INCONCLUSIVE"}
     assert "kube-burner" in verdict["source"]
     assert result.exit_code in (1, 3)
+
+
+def test_another_latency_field_feeds_the_metrics() -> None:
+    # The fixtures' readyToStartContainersLatency is podReadyLatency - 1 s (never below 0).
+    got = load_kube_burner(FIXTURES, ARMS, latency="readyToStartContainersLatency").rounds
+    want = load_rounds_csv(FIXTURES / "rounds.csv")
+    for metric in ("batch_ready_s", "p99_s"):
+        assert (got[metric] == want[metric] - 1.0).all()
+    with pytest.raises(UserError, match="unknown kube-burner latency 'podLatency'"):
+        load_kube_burner(FIXTURES, ARMS, latency="podLatency")
+
+
+def test_latency_option_on_analyze() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            "--kube-burner",
+            str(FIXTURES),
+            "--arm",
+            "baseline=baseline/*",
+            "--arm",
+            "qps3=qps3/*",
+            "--latency",
+            "containersReadyLatency",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert any("containersReadyLatency" in n for n in notes)

@@ -61,6 +61,7 @@ def analyze(
     job: str | None = sources.JOB,
     block: str | None = sources.BLOCK,
     run_size: int | None = sources.SIZE,
+    latency: str | None = sources.LATENCY,
     out_format: Annotated[
         str,
         typer.Option(
@@ -82,7 +83,7 @@ def analyze(
         )
     json_out = json_out or out_format == "json"
     loaded = sources.load_rounds(
-        csv_path, kube_burner, clusterloader2, arm_globs, job, block, run_size
+        csv_path, kube_burner, clusterloader2, arm_globs, job, block, run_size, latency
     )
     rounds, where = loaded.frame, loaded.source
     metrics = _chosen_metrics(rounds, metric, where)

@@ -42,6 +42,7 @@ def regress(
     job: str | None = sources.JOB,
     block: str | None = sources.BLOCK,
     run_size: int | None = sources.SIZE,
+    latency: str | None = sources.LATENCY,
     sizes: str = o.SIZES,
     metric: list[str] = typer.Option(None, "--metric", help="Metric(s); default: playbook's."),
     margin: float = typer.Option(
@@ -86,7 +87,7 @@ def regress(
                 "abtest regress",
             )
         loaded = sources.load_rounds(
-            csv, kube_burner, clusterloader2, arm_globs, job, block, run_size
+            csv, kube_burner, clusterloader2, arm_globs, job, block, run_size, latency
         )
         rounds_df = loaded.frame
         metrics = require_metrics(rounds_df, metrics, loaded.source)

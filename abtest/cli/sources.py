@@ -36,6 +36,12 @@ BLOCK = typer.Option(
     "--block",
     help="kube-burner jobSummary field that names the block (default: pair runs in time order).",
 )
+LATENCY = typer.Option(
+    None,
+    "--latency",
+    help="kube-burner per-pod latency the metrics are made of (default podReadyLatency; "
+    "containersReadyLatency, schedulingLatency, ...).",
+)
 SIZE = typer.Option(
     None,
     "--size",
@@ -61,9 +67,12 @@ def load_rounds(
     job: str | None,
     block: str | None,
     size: int | None,
+    latency: str | None = None,
 ) -> Rounds:
     """The rounds of exactly one source."""
-    foreign = load_foreign(kube_burner, clusterloader2, arms, job=job, block_field=block, size=size)
+    foreign = load_foreign(
+        kube_burner, clusterloader2, arms, job=job, block_field=block, size=size, latency=latency
+    )
     if foreign is not None:
         if csv_path is not None:
             raise UserError(

@@ -17,6 +17,7 @@ def load_foreign(
     job: str | None = None,
     block_field: str | None = None,
     size: int | None = None,
+    latency: str | None = None,
 ) -> Ingested | None:
     """The rounds of ``--kube-burner DIR`` or ``--clusterloader2 DIR``; None when neither."""
     if kube_burner and clusterloader2:
@@ -27,18 +28,23 @@ def load_foreign(
         from abtest.ingest.kube_burner import load_kube_burner
 
         globs = parse_arm_globs(arms, "--kube-burner")
-        return load_kube_burner(kube_burner, globs, job=job, block_field=block_field, size=size)
+        chosen = {"latency": latency} if latency else {}
+        return load_kube_burner(
+            kube_burner, globs, job=job, block_field=block_field, size=size, **chosen
+        )
     if clusterloader2:
         from abtest.ingest.clusterloader2 import load_clusterloader2
 
-        if job or block_field:
-            raise UserError("--job and --block are kube-burner options", "--clusterloader2")
+        if job or block_field or latency:
+            raise UserError(
+                "--job, --block and --latency are kube-burner options", "--clusterloader2"
+            )
         return load_clusterloader2(
             clusterloader2, parse_arm_globs(arms, "--clusterloader2"), size=size
         )
-    if arms or job or block_field:
+    if arms or job or block_field or latency:
         raise UserError(
-            "--arm, --job and --block go with --kube-burner DIR or --clusterloader2 DIR",
+            "--arm, --job, --block and --latency go with --kube-burner DIR or --clusterloader2 DIR",
             "--arm",
         )
     return None

@@ -45,6 +45,15 @@ from abtest.ingest.common import (
 POD_FILE_PREFIX = "podLatencyMeasurement-"
 SUMMARY_FILE = "jobSummary.json"
 LATENCY_FIELD = "podReadyLatency"
+# The per-pod latencies kube-burner writes (podMetric in pod_latency.go), all from creation.
+LATENCY_FIELDS = (
+    "podReadyLatency",
+    "containersReadyLatency",
+    "initializedLatency",
+    "schedulingLatency",
+    "readyToStartContainersLatency",
+    "containersStartedLatency",
+)
 RESOLUTION_NOTE = (
     "kube-burner times pods from API timestamps with one-second resolution: each pod's latency "
     "is uncertain by up to 1 s, so differences well under a second are not resolved."
@@ -66,11 +75,22 @@ def load_kube_burner(
     job: str | None = None,
     block_field: str | None = None,
     size: int | None = None,
+    latency: str = LATENCY_FIELD,
 ) -> Ingested:
-    """Rounds of every arm's run directories under ``root``; blocks pair runs in start order."""
+    """Rounds of every arm's run directories under ``root``; blocks pair runs in start order.
+
+    ``latency`` is the per-pod field the metrics are made of (podReadyLatency by default)."""
+    if latency not in LATENCY_FIELDS:
+        raise UserError(
+            f"unknown kube-burner latency {latency!r}",
+            "--latency",
+            f"one of {', '.join(LATENCY_FIELDS)}",
+        )
     runs = match_runs(root, arms, "--kube-burner")
     rows: list[dict[str, Any]] = []
     notes = [RESOLUTION_NOTE]
+    if latency != LATENCY_FIELD:
+        notes.append(f"metrics made of kube-burner's per-pod {latency}, not {LATENCY_FIELD}")
     for arm, directories in runs.items():
         arm_rows: list[tuple[pd.Timestamp, str, dict[str, Any]]] = []
         for directory in directories:
@@ -78,7 +98,7 @@ def load_kube_burner(
             if summary.get("passed") is False:
                 notes.append(f"left out {directory}: kube-burner says its job did not pass")
                 continue
-            latencies = _pod_latencies_s(_pod_file(directory, job))
+            latencies = _pod_latencies_s(_pod_file(directory, job), latency)
             if size is not None and len(latencies) != size:
                 notes.append(
                     f"left out {directory}: {len(latencies)} Ready pods, not the {size} asked for"
@@ -136,12 +156,12 @@ def _documents(path: Path, metric_name: str, expected: str) -> list[dict[str, An
     return data
 
 
-def _pod_latencies_s(path: Path) -> list[float]:
+def _pod_latencies_s(path: Path, field: str) -> list[float]:
     latencies: list[float] = []
     for i, doc in enumerate(_documents(path, "podLatencyMeasurement", EXPECT_PODS)):
         if doc.get("churnMetric"):
             continue  # created during churn: not part of the batch start-up
-        value = doc.get(LATENCY_FIELD)
+        value = doc.get(field)
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
@@ -149,7 +169,7 @@ def _pod_latencies_s(path: Path) -> list[float]:
             or value < 0
         ):
             raise UserError(
-                f"document {i} ({doc.get('podName', '?')}) has {LATENCY_FIELD} {value!r}; "
+                f"document {i} ({doc.get('podName', '?')}) has {field} {value!r}; "
                 f"expected {EXPECT_PODS}",
                 str(path),
             )
