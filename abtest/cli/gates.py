@@ -14,6 +14,7 @@ from abtest.catalog import load_catalog
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.cli.sweep_progress import SweepDisplay, summary_rows
+from abtest.cli.until_resolved import resolve_options, sweep_until_resolved
 from abtest.errors import UserError
 from abtest.experiment.plan import build_plan, options_from_json
 from abtest.experiment.sweep import SweepOptions, resume_plan_check, run_sweep
@@ -42,6 +43,22 @@ def gates(
     accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
     break_lock: bool = typer.Option(False, "--break-lock", help="Take over a stale node lock."),
     run_id_file: Path = typer.Option(None, "--run-id-file", help="Write the run id here."),
+    until_resolved: bool = typer.Option(
+        False,
+        "--until-resolved",
+        help="Add blocks in fixed looks (--rounds, 2 x --rounds, ... up to --max-rounds) until "
+        "every comparison's interval excludes 0 or is narrower than --precision; intervals at "
+        "95 % corrected for the looks (Bonferroni).",
+    ),
+    max_rounds: int = typer.Option(
+        None, "--max-rounds", min=2, help="With --until-resolved: the most blocks (default 3 x)."
+    ),
+    precision: str = typer.Option(
+        None,
+        "--precision",
+        help="With --until-resolved: an interval narrower than this (percentage points of "
+        "reduction, e.g. 10%) counts as resolved.",
+    ),
     kubeconfig: str | None = o.KUBECONFIG,
     context: str | None = o.CONTEXT,
     db: Path = o.DB,
@@ -82,12 +99,19 @@ def gates(
         break_lock=break_lock,
         command=shlex.join(["abtest", *sys.argv[1:]]),
     )
+    resolving = resolve_options(until_resolved, resume, plan, max_rounds, precision)
     with Store(db) as store:
         if resume:
             resume_plan_check(store, resume, plan)
-        display = SweepDisplay(plan, json_out=json_out, run_id_file=run_id_file)
-        with display:
-            result = run_sweep(plan, store, sweep_opts, display.event, resume_run_id=resume)
+        if resolving is not None:
+            result, looks_line = sweep_until_resolved(
+                plan, store, sweep_opts, resolving, json_out, run_id_file
+            )
+        else:
+            looks_line = None
+            display = SweepDisplay(plan, json_out=json_out, run_id_file=run_id_file)
+            with display:
+                result = run_sweep(plan, store, sweep_opts, display.event, resume_run_id=resume)
         rounds_df = store.rounds_frame(result.run_id)
     headers, rows = summary_rows(rounds_df)
     if json_out:
@@ -98,11 +122,14 @@ def gates(
                 "nodes": [asdict(n) for n in result.nodes],
                 "wall_s": result.wall_s,
                 "summary": [dict(zip(headers, r, strict=True)) for r in rows],
+                **({"until_resolved": looks_line} if looks_line else {}),
             }
         )
         return
     print_table(f"run {result.run_id}: mean batch ready time (s)", headers, rows)
     console.print(f"status: {result.status}; wall time {result.wall_s / 60:.1f} min")
+    if looks_line:
+        console.print(looks_line["summary"], highlight=False)
     console.print(f"full report: abtest report {result.run_id} --format html")
     for node in result.nodes:
         for arm, why in node.failed_arms.items():
