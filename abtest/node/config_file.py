@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NoReturn
 
-from abtest.errors import UserError
+from abtest.errors import NodeError, UserError
 from abtest.node import remote_files as rf
+from abtest.node.records import reason_of
 from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
-from abtest.store.journal import CHANGED, Journal, JournalEntry
+from abtest.store.journal import ABANDONED, CHANGED, FAILED, Journal, JournalEntry
 
 BACKUP_SUFFIX = ".abtest-original"
 
@@ -129,6 +130,35 @@ class ConfigFile:
             self.ssh, self.path, data, sudo=self.sudo,
             expect_sha256=rf.sha256(current), marker=(self.marker, marker),
         )  # fmt: skip
+
+    def put_original(self, entry: JournalEntry, current: bytes) -> None:
+        """The entry's original over ``current`` (checked ours by the caller); refused if
+        the file changes between that check and the rename."""
+        try:
+            rf.atomic_write(
+                self.ssh, entry.path, entry.original, sudo=self.sudo,
+                expect_sha256=rf.sha256(current),
+            )  # fmt: skip
+        except ChangedUnderUs as exc:
+            self.refuse(entry, exc.found)
+        self.progress(f"wrote the original {entry.path} back (sha256 {entry.original_sha256[:12]})")
+
+    def abandon(self, entry: JournalEntry, exc: BaseException, *, made_backup: bool) -> None:
+        """A first apply stopped before anything of ours took effect: remove the backup
+        and marker if we made them, close the journal entry (``abandoned``)."""
+        reason = reason_of(exc)
+        try:
+            if made_backup:
+                self.remove_backup(self.backup)
+        except BaseException as failure:
+            detail = f"not applied: {reason}; removing {self.backup} failed: {failure}"
+            self.journal.mark(entry.id, FAILED, detail=detail)
+            raise NodeError(
+                f"{detail}. Remove it, then run `abtest node restore --profile {self.profile.name}`"
+            ) from failure
+        changed = isinstance(exc, ChangedUnderUs) and made_backup
+        why = "changed under us, left as found" if changed else "nothing was changed"
+        self.journal.mark(entry.id, ABANDONED, detail=f"not applied: {reason}; {why}")
 
     def remove_backup(self, backup: str) -> None:
         """The marker first: a backup left without its marker is still checked."""

@@ -68,7 +68,6 @@ from abtest.node.signals import SignalGuard
 from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import (
-    ABANDONED,
     APPLIED,
     APPLYING,
     FAILED,
@@ -180,10 +179,6 @@ class NodeController:
     @property
     def backup_path(self) -> str:
         return self.config_path + BACKUP_SUFFIX
-
-    @property
-    def marker_path(self) -> str:
-        return self.backup_path + MARKER_SUFFIX
 
     @property
     def files(self) -> ConfigFile:
@@ -355,29 +350,16 @@ class NodeController:
     def _abandon(self, entry: JournalEntry, exc: BaseException, stage: str) -> NoReturn:
         """Nothing of ours took effect: remove the backup if we made it (``keep_original``
         leaves none when it fails), close the journal entry, raise the cause."""
-        reason = reason_of(exc)
         with self.guard.shield():
-            try:
-                self.ssh.reconnect()  # an interrupted transfer may have left a channel mid-way
-                if stage != "keep":
-                    self.files.remove_backup(self.backup_path)
-            except BaseException as failure:
-                detail = f"not applied: {reason}; removing {self.backup_path} failed: {failure}"
-                self.journal.mark(entry.id, FAILED, detail=detail)
-                raise NodeError(
-                    f"{detail}. Remove it, then run "
-                    f"`abtest node restore --profile {self.profile.name}`"
-                ) from failure
-            changed = isinstance(exc, ChangedUnderUs) and stage == "write"
-            why = "changed under us, left as found" if changed else "nothing was changed"
-            self.journal.mark(entry.id, ABANDONED, detail=f"not applied: {reason}; {why}")
-        if changed:
+            self.ssh.reconnect()  # an interrupted transfer may have left a channel mid-way
+            self.files.abandon(entry, exc, made_backup=stage != "keep")
+        if isinstance(exc, ChangedUnderUs) and stage == "write":
             raise ChangedUnderUs(
                 f"{self.config_path} changed under us between our read and our write; "
                 "left as found (no write, no restart)",
                 f"node {self.node}",
                 "look at what changed it, then try again",
-                found=getattr(exc, "found", ""),
+                found=exc.found,
             ) from exc
         raise exc
 
@@ -500,16 +482,7 @@ class NodeController:
         current = self.read_config(entry.path)
         self.files.check_ours(entry, current, force=force)
         if current != original:
-            try:
-                rf.atomic_write(
-                    self.ssh, entry.path, original, sudo=self.sudo,
-                    expect_sha256=rf.sha256(current),
-                )  # fmt: skip
-            except ChangedUnderUs as exc:
-                self.files.refuse(entry, exc.found)
-            self.progress(
-                f"wrote the original {entry.path} back (sha256 {entry.original_sha256[:12]})"
-            )
+            self.files.put_original(entry, current)
         health, restart_s = self.restart_and_wait(restore_expectations(entry, text), text)
         self.journal.mark(entry.id, RESTORED, detail=why)
         if entry.backup_path:
