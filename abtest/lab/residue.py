@@ -97,7 +97,7 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
     for link in (layout.VETH_HOST, layout.POD_BRIDGE):
         if Path("/sys/class/net", link).exists():
             out.append(f"network link: {link}")
-    if layout.HOSTS_MARK in host.HOSTS.read_text():
+    if host.HOSTS.exists() and layout.HOSTS_MARK in host.HOSTS.read_text():
         out.append(f"/etc/hosts: the line for {layout.NODE_NAME} ({layout.HOSTS_MARK})")
     if paths.run.exists():
         out.append(f"directory: {paths.run}")
