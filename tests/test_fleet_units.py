@@ -13,6 +13,7 @@ import pytest
 import scipy.stats as sps
 
 from abtest.stats.fleet import EACH_VS_REST, TWO_NODES, node_interaction, node_interactions
+from abtest.store.db import Store
 
 
 def _frame(effects: dict[str, list[tuple[float, float]]], size: int = 10) -> pd.DataFrame:
@@ -135,3 +136,90 @@ def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> N
             assert ci is not None
             hits += ci[0] <= 0.1 <= ci[1]
         assert 0.93 <= hits / trials <= 0.97, (blocks, hits / trials)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _fleet_run(store: Store, nodes: tuple[str, ...] = ("node-a", "node-b")) -> str:
+    """A stored sweep on several nodes: node-a's +x saves 20 %, node-b's saves nothing."""
+    from abtest.batch.run_record import new_run
+
+    run_id = new_run(store, "sweep", command="test", node_name=nodes[0], plan={})
+    store.insert_many(
+        "arms",
+        [
+            {"run_id": run_id, "name": n, "on_json": on, "settings_json": {}}
+            for n, on in (("baseline", []), ("+x", ["x"]))
+        ],
+    )
+    rng = np.random.default_rng(1)
+    for node in nodes:
+        for block in range(4):
+            drift = rng.normal(0, 0.2)
+            for arm in ("baseline", "+x"):
+                effect = 0.8 if (arm == "+x" and node == "node-a") else 1.0
+                t = 2.0 * effect * math.exp(drift + rng.normal(0, 0.03))
+                store.insert(
+                    "rounds",
+                    {
+                        "run_id": run_id,
+                        "node_name": node,
+                        "block": block,
+                        "arm": arm,
+                        "size": 10,
+                        "ordinal": 0,
+                        "warmup": 0,
+                        "started_wall": 1.0,
+                        "accepted": 1,
+                        "pods_ready": 10,
+                        "batch_ready_s": t,
+                        "p95_s": t * 0.9,
+                    },
+                )
+    return run_id
+
+
+def test_report_of_a_fleet_run_has_per_node_and_pooled_tables_and_the_interaction(
+    store: Store,
+) -> None:
+    from abtest.report import build_model, build_tables, render_html, render_markdown, to_json
+
+    run_id = _fleet_run(store)
+    model = build_model(store, run_id)
+    assert model.fleet is not None and model.fleet.nodes == ("node-a", "node-b")
+    own = {(nc.node, nc.comparison.metric): nc.comparison for nc in model.fleet.per_node}
+    assert own[("node-a", "batch_ready_s")].pct_reduction == pytest.approx(20, abs=3)
+    assert own[("node-b", "batch_ready_s")].pct_reduction == pytest.approx(0, abs=3)
+    assert own[("node-a", "batch_ready_s")].n_pairs == 4  # paired within the node
+    # pooled: 8 node/block pairs
+    pooled = model.comparisons_for("batch_ready_s")[0]
+    assert pooled.n_pairs == 8 and model.blocks == 8
+    inter = next(i for i in model.fleet.interactions if i.metric == "batch_ready_s")
+    (c,) = inter.contrasts
+    assert c.node == "node-a" and c.difference_ci is not None and c.difference_ci[1] < 0
+    tables = build_tables(model)
+    keys = [t.key for t in tables.fleet]
+    assert keys == [
+        "per-node-batch-ready",
+        "node-interaction-batch-ready",
+        "per-node-p95",
+        "node-interaction-p95",
+    ]
+    md = render_markdown(model)
+    assert "## Per node (node-a, node-b)" in md
+    assert "Batch ready time: does the effect differ between nodes? (node x arm)" in md
+    assert "## Savings and percent reduction vs baseline" in md  # the pooled ones stay
+    html = render_html(model, figures=[])
+    assert 'id="sec-fleet"' in html and 'id="node-interaction-batch-ready"' in html
+    doc = to_json(model)
+    assert doc["fleet"]["nodes"] == ["node-a", "node-b"]
+    assert doc["fleet"]["interactions"][0]["contrasts"][0]["node"] == "node-a"
+
+
+def test_report_of_a_one_node_run_has_no_fleet_section(store: Store) -> None:
+    from abtest.report import build_model, build_tables, render_markdown
+
+    model = build_model(store, _fleet_run(store, nodes=("node-a",)))
+    assert model.fleet is None and build_tables(model).fleet == ()
+    assert "Per node" not in render_markdown(model)

@@ -27,6 +27,7 @@ from abtest.report.descriptive import (
     restarts,
     stages,
 )
+from abtest.report.fleet import FleetReport, build_fleet
 from abtest.stats import (
     Attribution,
     Comparison,
@@ -96,6 +97,8 @@ class ReportModel:
     # set for a run that stopped when resolved (`gates --until-resolved`): the looks and the
     # corrected level its intervals use
     sequential: SequentialPlan | None = None
+    # a run on several nodes: per-node comparisons and the node x arm interaction
+    fleet: FleetReport | None = None
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -194,6 +197,7 @@ def build_model(
         pods=data.pods,
         detectable=tuple(achieved(c, POWER) for c in comparisons),
         sequential=sequential,
+        fleet=build_fleet(data, base, metrics, confidence),
     )
 
 

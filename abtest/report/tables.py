@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abtest.report.fleet import fleet_tables
 from abtest.report.fmt import DASH, Table, finite, level, make_table, num, p_value, with_ci
 from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
@@ -39,6 +40,7 @@ class ReportTables:
     restarts: Table | None
     environment: Table
     more: tuple[Table, ...]  # P50 / P99 per arm and vs baseline
+    fleet: tuple[Table, ...] = ()  # several nodes: per-node savings, node x arm interaction
 
 
 def build_tables(model: ReportModel) -> ReportTables:
@@ -65,6 +67,7 @@ def build_tables(model: ReportModel) -> ReportTables:
             for t in (_per_arm(model, m, ci), _savings(model, m, ci))
             if t is not None
         ),
+        fleet=fleet_tables(model.fleet, model.baseline, ci),
     )
 
 

@@ -234,6 +234,7 @@ def to_json(model: ReportModel) -> dict[str, Any]:
                 for c in model.comparisons
             ],
             "until_resolved": model.sequential,
+            "fleet": model.fleet,
             "attributions": model.attributions,
             "factorial": model.factorial,
             "acceptance": model.acceptance,

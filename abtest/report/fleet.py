@@ -1,0 +1,189 @@
+"""A fleet sweep's report section: every node's own savings table beside the pooled ones, and
+whether the effect differs between nodes (the node x arm interaction, ``stats.fleet``).
+
+``build_fleet`` calls stats on the stored rounds (as ``report.model`` does for the pooled
+tables); ``fleet_tables`` only formats. The pooled tables stay where they are: there a block is
+a (node, block) pair, so every node is its own block factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from abtest.errors import UserError
+from abtest.report.data import INCLUDED, RunData
+from abtest.report.fmt import DASH, Table, make_table, num, p_value, with_ci
+from abtest.stats import Comparison, compare
+from abtest.stats.fleet import NODE, NodeInteraction, node_interactions
+
+FLEET_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")  # as the report leads with
+LABELS = {"batch_ready_s": "Batch ready time", "p95_s": "P95 per-pod latency"}
+
+
+@dataclass(frozen=True)
+class NodeComparison:
+    node: str
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    nodes: tuple[str, ...]
+    per_node: tuple[NodeComparison, ...]  # each node's own comparisons, paired within it
+    interactions: tuple[NodeInteraction, ...]
+    notes: tuple[str, ...]
+
+
+def fleet_frame(data: RunData, metric: str) -> pd.DataFrame:
+    """Analysed rounds with their node and their block within that node."""
+    rows = data.rounds[data.rounds[INCLUDED] & data.rounds[metric].notna()]
+    return pd.DataFrame(
+        {
+            "arm": rows["arm"].astype(str).to_numpy(),
+            "size": rows["size"].astype(int).to_numpy(),
+            NODE: rows["node_name"].astype(str).to_numpy(),
+            "block": rows["block"].to_numpy(),
+            metric: rows[metric].astype(float).to_numpy(),
+        }
+    )
+
+
+def build_fleet(
+    data: RunData, baseline: str | None, metrics: tuple[str, ...], confidence: float
+) -> FleetReport | None:
+    """The fleet section of a run measured on several nodes; None for one node."""
+    included = data.rounds[data.rounds[INCLUDED]]
+    nodes = tuple(sorted({str(n) for n in included["node_name"]}))
+    if len(nodes) < 2 or baseline is None:
+        return None
+    per_node: list[NodeComparison] = []
+    interactions: list[NodeInteraction] = []
+    notes: list[str] = []
+    for metric in (m for m in FLEET_METRICS if m in metrics):
+        frame = fleet_frame(data, metric)
+        for node in nodes:
+            own = frame[frame[NODE] == node].drop(columns=[NODE])
+            if not (own["arm"] == baseline).any():
+                notes.append(f"{node}: no analysed {baseline} round ({metric})")
+                continue
+            try:
+                found = compare(own, baseline=baseline, metric=metric, confidence=confidence)
+            except UserError as exc:
+                notes.append(f"{node}: no comparisons of {metric}: {exc.one_line()}")
+                continue
+            per_node.extend(NodeComparison(node, c) for c in found)
+        if (frame["arm"] == baseline).any():
+            interactions.extend(
+                node_interactions(frame, baseline=baseline, metric=metric, confidence=confidence)
+            )
+    return FleetReport(nodes, tuple(per_node), tuple(interactions), tuple(dict.fromkeys(notes)))
+
+
+def fleet_tables(fleet: FleetReport | None, baseline: str | None, ci: str) -> tuple[Table, ...]:
+    """Per metric: the per-node savings table, then the node x arm interaction table."""
+    if fleet is None:
+        return ()
+    tables = []
+    for metric in FLEET_METRICS:
+        own = [nc for nc in fleet.per_node if nc.comparison.metric == metric]
+        if own:
+            tables.append(_per_node(own, metric, baseline, ci))
+        inter = [i for i in fleet.interactions if i.metric == metric]
+        if inter:
+            tables.append(_interaction(inter, metric, ci))
+    return tuple(tables)
+
+
+def _per_node(own: list[NodeComparison], metric: str, baseline: str | None, ci: str) -> Table:
+    rows = []
+    for nc in sorted(own, key=lambda x: (x.comparison.size, x.node)):
+        c = nc.comparison
+        pairs = f" ({c.n_pairs} pairs)" if c.method == "paired" else f" ({c.method})"
+        rows.append(
+            [
+                str(c.size),
+                nc.node,
+                c.arm,
+                num(c.baseline_mean_matched),
+                num(c.treatment_mean_matched),
+                with_ci(c.savings_s, c.savings_ci, c.savings_note, 3, sign=True),
+                with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True),
+                p_value(c.p_adjusted),
+                f"{c.n_baseline}/{c.n_treatment}{pairs}",
+            ]
+        )
+    return make_table(
+        key=f"per-node-{metric.removesuffix('_s').replace('_', '-')}",
+        title=f"{LABELS[metric]} per node: savings and percent reduction vs {baseline}",
+        columns=[
+            "Pods",
+            "Node",
+            "Arm",
+            f"{baseline} s",
+            "Arm s",
+            f"Saving s [{ci} CI]",
+            f"Reduction % [{ci} CI]",
+            "p (Holm)",
+            "n base/arm",
+        ],
+        rows=rows,
+        left=3,
+        notes=[
+            "Each node on its own, paired by block within the node; Holm over the arms vs "
+            "the baseline at each size on that node. The pooled tables above use every node's "
+            "blocks (a block there is a node/block pair)."
+        ],
+    )
+
+
+def _interaction(inter: list[NodeInteraction], metric: str, ci: str) -> Table:
+    rows = []
+    for i in inter:
+        if not i.contrasts:
+            rows.append([str(i.size), i.arm, DASH, DASH, DASH, DASH, DASH, DASH, i.note])
+            continue
+        for c in i.contrasts:
+            rows.append(
+                [
+                    str(i.size),
+                    i.arm,
+                    f"{c.node} ({c.n_pairs})",
+                    ", ".join(c.rest) + f" ({c.n_pairs_rest})",
+                    with_ci(c.pct_difference, c.pct_difference_ci, "", 1, sign=True),
+                    p_value(c.p_value),
+                    p_value(c.p_adjusted),
+                    p_value(i.p_value),
+                    i.note,
+                ]
+            )
+    methods = sorted({i.method for i in inter if i.contrasts})
+    return make_table(
+        key=f"node-interaction-{metric.removesuffix('_s').replace('_', '-')}",
+        title=f"{LABELS[metric]}: does the effect differ between nodes? (node x arm)",
+        columns=[
+            "Pods",
+            "Arm",
+            "Node (blocks)",
+            "vs (blocks)",
+            f"Difference % [{ci} CI]",
+            "p",
+            "p (Holm)",
+            "p (same on all)",
+            "Note",
+        ],
+        rows=rows,
+        left=4,
+        notes=[
+            "Difference: the arm's time relative to the baseline (T/B, per-block log ratio "
+            "within the node) on this node divided by the same on the other node(s), minus 1, "
+            "in %: +5 means the arm is 5 % slower relative to its baseline here than there; "
+            "0 in the interval: no evidence the effect differs.",
+            "Method: " + "; ".join(methods) + " (t on the pooled within-node SD of the "
+            "per-block log ratios). p (same on all): the F-test that every node has the same "
+            "effect."
+            if methods
+            else "",
+        ],
+    )
