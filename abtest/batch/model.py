@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from abtest.batch.gaps import GapPart
+
 
 @dataclass
 class PodRecord:
@@ -123,6 +125,11 @@ class RoundResult:
     observe_s: float
     workload: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what could not be measured, and why
+    # the gaps around the measured span, in parts (abtest.batch.gaps), and the monotonic
+    # times the round was entered and returned (the sweep's share between rounds)
+    gap_parts: list[GapPart] = field(default_factory=list)
+    entered_mono: float | None = None
+    returned_mono: float | None = None
 
     # Convenience views of the summary, named as in the rounds table and the CLI JSON.
     @property

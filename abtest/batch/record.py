@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from abtest.batch.gaps import AFTER, BEFORE, GapPart, phase_total
 from abtest.batch.model import RoundResult
 from abtest.store.db import Store
 
@@ -32,6 +33,30 @@ def _insert_many(conn: Any, table: str, cols: Sequence[str], rows: Sequence[Sequ
         conn.executemany(sql, rows)
 
 
+def gap_parts(result: RoundResult, previous: RoundResult | None = None) -> list[GapPart]:
+    """The round's gap parts, led (when the sweep gives the round before it in the same
+    visit) by the sweep's own share: the previous round's return -> this round's entry
+    (storing that round, progress output)."""
+    parts = list(result.gap_parts)
+    if (
+        previous is not None
+        and previous.returned_mono is not None
+        and result.entered_mono is not None
+    ):
+        sweep_s = max(0.0, result.entered_mono - previous.returned_mono)
+        parts.insert(0, GapPart(BEFORE, "sweep", sweep_s))
+    return parts
+
+
+def gap_rows(round_id: int, parts: Sequence[GapPart]) -> list[tuple[Any, ...]]:
+    seq: dict[str, int] = {}
+    rows = []
+    for p in parts:
+        seq[p.phase] = seq.get(p.phase, 0) + 1
+        rows.append((round_id, p.phase, seq[p.phase], p.part, p.seconds, int(p.summed)))
+    return rows
+
+
 def round_row(
     run_id: str,
     result: RoundResult,
@@ -41,6 +66,7 @@ def round_row(
     block: int | None,
     visit_id: int | None,
     warmup: bool,
+    parts: Sequence[GapPart] = (),
 ) -> dict[str, Any]:
     s = result.summary
     return {
@@ -70,6 +96,8 @@ def round_row(
         "watch_restarts": result.watch_restarts,
         "watch_relisted": result.watch_relisted,
         "cleanup_s": result.cleanup_s,
+        "gap_before_s": phase_total(parts, BEFORE),
+        "gap_after_s": phase_total(parts, AFTER),
         "client_cpu_s": result.client_cpu_s,
         "phases_json": json.dumps(s.phases, sort_keys=True),
     }
@@ -85,17 +113,26 @@ def record_round(
     block: int | None = None,
     visit_id: int | None = None,
     warmup: bool = False,
+    previous: RoundResult | None = None,
 ) -> int:
-    """Store ``result`` under ``run_id``; returns the new rounds.id."""
+    """Store ``result`` under ``run_id``; returns the new rounds.id. ``previous``: the round
+    before it in the same visit, for the sweep's share of the gap between them."""
+    parts = gap_parts(result, previous)
     with store.transaction() as conn:
         round_id = _insert(
             conn,
             "rounds",
             round_row(
                 run_id, result, arm=arm, ordinal=ordinal, block=block, visit_id=visit_id,
-                warmup=warmup,
+                warmup=warmup, parts=parts,
             ),
         )  # fmt: skip
+        _insert_many(
+            conn,
+            "round_gaps",
+            ("round_id", "phase", "seq", "part", "seconds", "summed"),
+            gap_rows(round_id, parts),
+        )
         _insert_many(
             conn,
             "pods",

@@ -22,6 +22,7 @@ from typing import Any
 from abtest import stopping
 from abtest.batch import metrics
 from abtest.batch.acceptance import judge
+from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps
 from abtest.batch.generator import SubmitResult, submit
 from abtest.batch.model import EventRecord, MetricDelta, PodRecord, RoundResult
 from abtest.batch.observe import PodSeen, PodTracker
@@ -29,7 +30,13 @@ from abtest.batch.summary import summarize
 from abtest.batch.template import render_batch, round_selector
 from abtest.cluster.client import Cluster, node_proxy_get
 from abtest.cluster.namespaces import check_owned
-from abtest.cluster.pods import PodWatch, count_pods, delete_pods, list_pod_events
+from abtest.cluster.pods import (
+    PodWatch,
+    count_pods,
+    delete_pods,
+    list_pod_events,
+    wait_pods_gone,
+)
 from abtest.errors import AbtestError, NodeError
 from abtest.playbook import Generator, Workload
 
@@ -133,6 +140,9 @@ class CleanupResult:
     sandbox_count: int | None  # the last count read (None: not asked)
     reap_failures: int = 0  # how many times removing the stopped sandboxes failed
     reap_error: str | None = None  # the last such failure
+    # laps from the delete call on (abtest.batch.gaps, phase "after"), adding up to seconds,
+    # and overlapping detail (API side, time in node commands, polls)
+    parts: tuple[GapPart, ...] = ()
 
     def reap_note(self) -> str | None:
         if not self.reap_failures:
@@ -140,12 +150,25 @@ class CleanupResult:
         return f"removing stopped sandboxes failed {self.reap_failures}x (last: {self.reap_error})"
 
 
-# Sandbox-count polling: how long to wait before counting again when nothing was removed,
-# after a removal, and (growing up to the cap) after a failed removal.
-POLL_IDLE_S = 0.5
-POLL_AFTER_REMOVAL_S = 0.1
+# Sandbox-count polling. The node has no event stream for "sandbox stopped" through the
+# profile's commands, so the count is polled; each poll is already a few SSH round trips
+# (~0.07 s each on the lab), so the pauses between polls are short. After a failed removal
+# the pause grows up to the cap.
+POLL_IDLE_S = 0.1
+POLL_AFTER_REMOVAL_S = 0.0
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
+
+
+@dataclass
+class _NodeSide:
+    """Counters of the node-side wait, for the parts and the notes."""
+
+    polls: int = 0
+    removed: int = 0
+    command_s: float = 0.0
+    failures: int = 0
+    last_error: str | None = None
 
 
 def cleanup(
@@ -160,60 +183,108 @@ def cleanup(
     reap_sandboxes: Callable[[], int] | None = None,
     sleep: Callable[[float], None] = stopping.sleep,
 ) -> CleanupResult:
-    """Delete the round's pods; wait until gone from the API and, when the node can be asked,
-    until its sandbox count is back at the baseline.
+    """Delete the round's pods (one deletecollection call by the round's label selector);
+    wait until they are gone from the API (a watch for their deletions, no polling) and, when
+    the node can be asked, until its sandbox count is back at the baseline, removing the
+    tool's stopped sandboxes at every poll as the kubelet stops them.
 
     A failing ``reap_sandboxes`` (NodeError) is counted and retried after a growing pause;
     the failures are reported in the result, never dropped."""
     start = clock()
     deadline = start + timeout_s
+    laps = Laps(AFTER, clock, start)
 
     def pause(seconds: float) -> None:
         sleep(max(0.0, min(seconds, deadline - clock())))
 
     delete_pods(cluster, namespace, selector)
+    laps.lap("delete_call")
+    # grace 0: the API server forgets the pods within the delete call, so one list normally
+    # finds none; otherwise their DELETED events are awaited
     left = count_pods(cluster, namespace, selector)
-    while left:
-        if clock() > deadline:
-            note = f"{left} pods still in the API after {timeout_s:g} s"
-            return CleanupResult(clock() - start, None, False, note, None)
-        pause(0.2)
-        left = count_pods(cluster, namespace, selector)
+    if left:
+        left = wait_pods_gone(cluster, namespace, selector, max(0.0, deadline - clock()))
+    if left:
+        api_note = f"{left} pods still in the API after {timeout_s:g} s"
+        return CleanupResult(clock() - start, None, False, api_note, None, parts=tuple(laps.parts))
     api_s = clock() - start
+    laps.lap("api_gone")
+    node = _NodeSide()
     count: int | None = None
-    failures = 0
-    last_error: str | None = None
-    backoff = BACKOFF_FIRST_S
+    ok: bool = True
+    note: str | None = None
     if sandbox_count is not None and sandbox_baseline is not None:
-        count = sandbox_count()
-        while count > sandbox_baseline:
-            if clock() > deadline:
-                note = (
-                    f"node has {count} pod sandboxes after {timeout_s:g} s, "
-                    f"{sandbox_baseline} before the round"
+        count, ok, left_over = _wait_sandboxes(
+            node, sandbox_count, sandbox_baseline, reap_sandboxes, clock, pause, deadline
+        )
+        if not ok:
+            note = f"{left_over} after {timeout_s:g} s, {sandbox_baseline} before the round"
+            if node.failures:
+                note += (
+                    f"; removing stopped sandboxes failed {node.failures}x "
+                    f"(last: {node.last_error})"
                 )
-                if failures:
-                    note += f"; removing stopped sandboxes failed {failures}x (last: {last_error})"
-                return CleanupResult(
-                    clock() - start, api_s, False, note, count, failures, last_error
-                )
-            # The kubelet stops a deleted pod's sandbox a moment after the API forgets the
-            # pod; each poll removes the ones stopped so far.
-            removed = 0
-            if reap_sandboxes is not None:
-                try:
-                    removed = reap_sandboxes()
-                except NodeError as exc:
-                    failures += 1
-                    last_error = str(exc)
-                    pause(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX_S)
-                    count = sandbox_count()
-                    continue
-            backoff = BACKOFF_FIRST_S
-            pause(POLL_AFTER_REMOVAL_S if removed else POLL_IDLE_S)
-            count = sandbox_count()
-    return CleanupResult(clock() - start, api_s, True, None, count, failures, last_error)
+        laps.lap("node_clean")
+        laps.detail("node_commands", node.command_s)
+        laps.detail("node_polls", float(node.polls))
+        laps.detail("sandboxes_removed", float(node.removed))
+    return CleanupResult(
+        clock() - start,
+        api_s,
+        ok,
+        note,
+        count,
+        node.failures,
+        node.last_error,
+        tuple(laps.parts),
+    )
+
+
+def _wait_sandboxes(
+    node: _NodeSide,
+    sandbox_count: Callable[[], int],
+    baseline: int,
+    reap_sandboxes: Callable[[], int] | None,
+    clock: Callable[[], float],
+    pause: Callable[[float], None],
+    deadline: float,
+) -> tuple[int, bool, str | None]:
+    """Poll the node's sandbox count down to ``baseline``, removing the tool's stopped
+    sandboxes at each poll: (last count, at baseline?, what was left if not)."""
+
+    def timed(fn: Callable[[], int]) -> int:
+        t = clock()
+        try:
+            return fn()
+        finally:
+            node.command_s += clock() - t
+
+    backoff = BACKOFF_FIRST_S
+    count = timed(sandbox_count)
+    node.polls += 1
+    while count > baseline:
+        if clock() > deadline:
+            return count, False, f"node has {count} pod sandboxes"
+        # The kubelet stops a deleted pod's sandbox a moment after the API forgets the pod;
+        # each poll removes the ones stopped so far.
+        removed = 0
+        if reap_sandboxes is not None:
+            try:
+                removed = timed(reap_sandboxes)
+            except NodeError as exc:
+                node.failures += 1
+                node.last_error = str(exc)
+                pause(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                count = timed(sandbox_count)
+                node.polls += 1
+                continue
+        node.removed += removed
+        backoff = BACKOFF_FIRST_S
+        pause(POLL_AFTER_REMOVAL_S if removed else POLL_IDLE_S)
+        count = timed(sandbox_count)
+        node.polls += 1
+    return count, True, None
 
 
 def _cleanup_after_error(
@@ -267,6 +338,8 @@ def run_round(
     gen = generator or Generator()
     wopts = watch_options or WatchOptions()
     clock = time.monotonic
+    pre = Laps(BEFORE, clock)
+    entered = pre.start
     check_owned(cluster, namespace)
     round_tag = secrets.token_hex(5)
     selector = round_selector(round_tag)
@@ -279,7 +352,9 @@ def run_round(
         round_tag=round_tag,
     )
     names = [p.name for p in pods]
+    pre.lap("setup")
     baseline = sandbox_count() if sandbox_count is not None else None
+    pre.lap("sandbox_baseline")
     notes: list[str] = []
     before = None
     if scrape_metrics:
@@ -287,6 +362,7 @@ def run_round(
             before = _scrape(cluster, node_name)
         except (AbtestError, ValueError) as exc:
             notes.append(f"kubelet metrics before the round: {exc}")
+    pre.lap("metrics_before")
 
     tracker = PodTracker(names)
     watch = PodWatch(
@@ -302,6 +378,7 @@ def run_round(
     say(f"round {round_tag}: {size} pods -> {node_name} ({namespace})")
     try:
         watch.start()
+        pre.lap("watch_open")
         try:
             wall0, mono0 = clock_anchor(clock)
             deadline = clock() + gen.timeout_s
@@ -316,6 +393,7 @@ def run_round(
                 clock=clock,
             )
             t0 = sub.first_sent if sub.first_sent is not None else mono0
+            pre.lap("first_create", at=t0)
             deadline = t0 + gen.timeout_s
             created = sum(1 for c in sub.creates if _created(c.status, c.attempts))
             say(f"submitted {created}/{size} creates; waiting for Ready")
@@ -328,8 +406,11 @@ def run_round(
                     stopping.sleep(min(left, 0.5))  # a signal ends the round here
             timed_out = not reached
         finally:
+            # the gap after the round starts here: observation over (or given up)
+            post = Laps(AFTER, clock)
             tracker.freeze()
             watch.stop()
+            post.lap("watch_stop")
         if watch.error is not None:
             # the watch gave up (e.g. 410 Gone again and again): nothing it did not see can be
             # judged, so the round is not recorded; its pods are cleaned up below
@@ -337,16 +418,19 @@ def run_round(
         seen = tracker.snapshot()
         say("collecting events and metrics")
         events = _events(list_pod_events(cluster, namespace, set(names)))
+        post.lap("events")
         deltas: list[MetricDelta] = []
         if before is not None:
             try:
                 deltas = metrics.deltas(before, _scrape(cluster, node_name))
             except (AbtestError, ValueError) as exc:
                 notes.append(f"kubelet metrics after the round: {exc}")
+        post.lap("metrics_after")
         records = _pod_records(names, sub, seen, t0)
         summary = summarize(records, size)
         verdict = judge(records, size, timed_out=timed_out, timeout_s=gen.timeout_s)
         say("cleaning up")
+        post.lap("judge")
         cleaned_up = cleanup(
             cluster,
             namespace,
@@ -400,4 +484,7 @@ def run_round(
         observe_s=gen.observe_s,
         workload=asdict(workload),
         notes=notes,
+        gap_parts=[*pre.parts, *post.parts, *cleaned_up.parts],
+        entered_mono=entered,
+        returned_mono=clock(),
     )

@@ -81,6 +81,81 @@ def delete_pods(cluster: Cluster, namespace: str, selector: str) -> None:
     )
 
 
+def _pod_name(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name") or "")
+
+
+@api_call
+def wait_pods_gone(
+    cluster: Cluster,
+    namespace: str,
+    selector: str,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Wait until no pod matches ``selector``, watching for their deletions (no polling).
+
+    Lists once (the usual case after a grace-0 delete: none left), then watches from the list's
+    resourceVersion until every listed pod was seen DELETED. A stream that ends or expires
+    (410 Gone) is followed by a fresh list, so nothing is missed. Returns how many pods are
+    still there at ``timeout_s`` (0: all gone)."""
+    deadline = clock() + timeout_s
+    while True:
+        items, rv = list_pods(cluster, namespace, selector)
+        left = {_pod_name(p) for p in items}
+        if not left:
+            return 0
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return len(left)
+        try:
+            resp: Any = cluster.core.list_namespaced_pod(
+                namespace,
+                label_selector=selector,
+                watch=True,
+                resource_version=rv,
+                timeout_seconds=max(1, int(remaining + 0.999)),
+                _preload_content=False,
+                _request_timeout=(10, remaining + 10),
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                continue  # expired already: list again
+            raise
+        try:
+            if _watch_deletions(resp, left):
+                return 0
+        finally:
+            resp.release_conn()
+
+
+def _watch_deletions(resp: Any, left: set[str]) -> bool:
+    """Strike pods off ``left`` as DELETED events arrive; True when none is left. False when
+    the stream ended or expired first (the caller lists again)."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":
+                obj = event.get("object") or {}
+                if obj.get("code") == 410:
+                    return False  # expired: the caller lists again
+                raise ClusterError(
+                    f"watching for the deletion of {len(left)} pods: watch error "
+                    f"{obj.get('code')}: {obj.get('message')}"
+                )
+            if event.get("type") == "DELETED":
+                left.discard(_pod_name(event.get("object") or {}))
+                if not left:
+                    return True
+    return False
+
+
 # 410 Gone: our resourceVersion is older than the API server keeps, so the watch re-lists and
 # re-opens from the list's version. Gone again straight away, over and over, is a broken
 # server or proxy: after this many in a row (with a growing pause) the watch gives up.

@@ -290,6 +290,7 @@ class NodeSweep:
             },
         )
         pb = self.plan.playbook
+        previous = None  # the round before, in this visit: the sweep's share of the gap
         for slot in slots:
             self._boundary()
             self.emit("round_start", {"node": node, "slot": slot})
@@ -313,7 +314,9 @@ class NodeSweep:
                 block=slot.block,
                 visit_id=visit_id,
                 warmup=slot.warmup,
+                previous=previous,
             )
+            previous = result
             self.outcome.rounds += 1
             self.emit("round_done", {"node": node, "slot": slot, "result": result})
         self.store.update("visits", {"id": visit_id}, {"finished_at": now_iso()})

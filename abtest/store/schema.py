@@ -138,6 +138,21 @@ MIGRATIONS: list[str] = [
     CREATE INDEX rounds_run ON rounds(run_id);
     CREATE INDEX journal_node ON node_journal(node_name, state);
     """,
+    # v1 -> v2: where the time between rounds goes (abtest.batch.gaps). The rounds' totals
+    # are NULL for rounds stored before v2 (not measured then), never guessed.
+    """
+    ALTER TABLE rounds ADD COLUMN gap_before_s REAL;   -- previous round returned -> first create
+    ALTER TABLE rounds ADD COLUMN gap_after_s REAL;    -- observation over -> node clean
+    CREATE TABLE round_gaps (
+        round_id INTEGER NOT NULL REFERENCES rounds(id),
+        phase TEXT NOT NULL,                -- before | after
+        seq INTEGER NOT NULL,               -- order within the phase
+        part TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        summed INTEGER NOT NULL,            -- 1: a lap (laps add up to the phase total)
+        PRIMARY KEY (round_id, phase, part)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

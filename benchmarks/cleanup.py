@@ -1,0 +1,108 @@
+"""Benchmark of the cleanup between rounds on the lab (issue 15 section 2): figures, not a test.
+
+Runs real rounds (``run_round`` with the node's sandbox count and stopped-sandbox removal, as a
+sweep does) and reports, per size, the median cleanup time (last observation -> pods gone from
+the API and the node's sandbox count back at its pre-round value) and its parts as the round
+stored them (``RoundResult.gap_parts``). Targets: 20 pods <= 1.5 s median, 150 pods (10m CPU
+requests) <= 8 s. Before this work: 3-4 s and 21.9 s.
+
+The lab node has 2 CPUs allocatable, so 150 pods need a small request (``--cpu-request 10m``);
+its kubelet allows 250 pods. Run under the lab lock:
+
+    flock /tmp/abtest-lab.lock .venv/bin/python benchmarks/cleanup.py --sizes 20 --rounds 5
+    flock /tmp/abtest-lab.lock .venv/bin/python benchmarks/cleanup.py --sizes 150 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+from abtest.batch.round import run_round
+from abtest.cluster.client import connect
+from abtest.cluster.namespaces import delete_namespace, ensure_namespace
+from abtest.node.session import NodeSession
+from abtest.playbook import Generator, Workload, load_profile
+
+NAMESPACE = "abtest-bench-cleanup"
+
+
+def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> dict[str, Any]:
+    result = run_round(
+        cluster,
+        node_name=profile.node_name,
+        namespace=NAMESPACE,
+        size=size,
+        run_id="bench-cleanup",
+        workload=Workload(cpu_request=args.cpu_request),
+        generator=Generator(qps=1000.0, concurrency=150, timeout_s=300.0, observe_s=args.observe),
+        sandbox_count=node.sandbox_count,
+        reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+        scrape_metrics=not args.no_metrics,
+    )
+    parts = {f"{g.phase}.{g.part}": g.seconds for g in result.gap_parts}
+    return {
+        "pods": size,
+        "accepted": result.accepted,
+        "batch_ready_s": result.batch_ready_s,
+        "cleanup_s": result.cleanup_s,
+        "cleanup_api_s": result.cleanup_api_s,
+        "cleanup_ok": result.cleanup_ok,
+        "sandbox_baseline": result.sandbox_baseline,
+        "sandbox_after": result.sandbox_after,
+        "parts": parts,
+        "notes": result.notes,
+    }
+
+
+def _median(rows: list[dict[str, Any]], get: Any) -> float | None:
+    vals = [v for r in rows if (v := get(r)) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--profile", default="lab")
+    ap.add_argument("--sizes", default="20")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--observe", type=float, default=1.0)
+    ap.add_argument("--cpu-request", default="10m")
+    ap.add_argument("--no-metrics", action="store_true", help="skip the kubelet metric scrapes")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    profile = load_profile(args.profile)
+    cluster = connect(profile.kubeconfig, pool_size=158)
+    ensure_namespace(cluster, NAMESPACE)
+    rows: list[dict[str, Any]] = []
+    try:
+        with NodeSession(profile) as node:
+            for size in (int(s) for s in args.sizes.split(",")):
+                for _ in range(args.rounds):
+                    row = one(cluster, node, profile, size, args)
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+    finally:
+        delete_namespace(cluster, NAMESPACE)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    for size in sorted({r["pods"] for r in rows}):
+        mine = [r for r in rows if r["pods"] == size]
+        cleanup = _median(mine, lambda r: r["cleanup_s"])
+        each = ", ".join(f"{r['cleanup_s']:.2f}" for r in mine)
+        print(
+            f"{size} pods, {len(mine)} rounds: cleanup median {cleanup:.3f} s "
+            f"(all: {each}); "
+            f"all clean: {all(r['cleanup_ok'] for r in mine)}"
+        )
+        names = sorted({k for r in mine for k in r["parts"]})
+        for name in names:
+            med = _median(mine, lambda r, n=name: r["parts"].get(n))
+            print(f"  {name:<28} median {med:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
