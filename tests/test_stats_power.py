@@ -211,3 +211,24 @@ def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert "blocks for 10 %" in text.stdout and "noncentral t" in text.stdout
     assert "default" not in text.stdout.split("MDE:")[0]
+
+
+def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> None:
+    rounds = tmp_path / "rounds.csv"
+    rounds.write_text(
+        "arm,size,block,batch_ready_s\n"
+        + "".join(f"baseline,10,{b},{v}\n" for b, v in enumerate((2.0, 2.2, 2.1, 2.3)))
+        + "".join(f"fast,10,{b},{v}\n" for b, v in enumerate((1.9, 2.25, 2.0, 2.1)))
+    )
+    frame = pd.read_csv(rounds)
+    c = compare_pair(frame, baseline="baseline", treatment="fast", size=10, metric="batch_ready_s")
+    found = achieved(c)
+    assert found is not None and c.pct_ci is not None and c.pct_ci[0] < 0 < c.pct_ci[1]
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    base = [sys.executable, "-m", "abtest", "analyze", str(rounds)]
+    text = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert text.returncode == 0, text.stderr
+    assert "detectable %" in text.stdout and f"< {found.mde_pct:.1f} if any" in text.stdout
+    as_json = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
+    (row,) = json.loads(as_json.stdout)["comparisons"]
+    assert row["mde_pct"] == pytest.approx(found.mde_pct)

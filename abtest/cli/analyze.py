@@ -17,9 +17,10 @@ from abtest.cli import analyze_formats, sources
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.cli.rounds_csv import require_metrics
 from abtest.errors import UserError
-from abtest.report.fmt import no_interval
+from abtest.report.fmt import detectable_cell, no_interval
 from abtest.stats import METRICS, Comparison, compare, uncomparable
 from abtest.stats.intervals import check_confidence
+from abtest.stats.power import achieved
 
 METHOD_LINES = (
     "Percent reduction = (B - T) / B x 100 on geometric means (log scale), t-interval; "
@@ -28,6 +29,9 @@ METHOD_LINES = (
     "p-values test 'no change', Holm-adjusted across the arms of each table.",
     "Means are the ones the saving is made of (complete blocks when paired); "
     "'(all x)': the mean over every round, where that differs.",
+    "Detectable %: the smallest change (either way) the comparison would have detected with 80 % "
+    "power, from its own per-block noise (paired only); '< X if any' where the interval "
+    "includes 0.",
 )
 
 
@@ -185,6 +189,8 @@ def _as_json(c: Comparison) -> dict[str, Any]:
         "note": c.note,
         "savings_note": c.savings_note,
         "pct_note": c.pct_note,
+        # the smallest change this comparison could detect (80 % power, its own paired noise)
+        "mde_pct": _number(found.mde_pct) if (found := achieved(c)) else None,
     }
 
 
@@ -220,6 +226,7 @@ def _print_tables(comparisons: list[Comparison], baseline: str, confidence: floa
                 "arm mean s",
                 "saving s [CI]",
                 "reduction % [CI]",
+                "detectable %",
                 "p",
                 "p Holm",
                 "note",
@@ -233,6 +240,7 @@ def _print_tables(comparisons: list[Comparison], baseline: str, confidence: floa
                     _fmt_mean(c.treatment_mean_matched, c.treatment_mean),
                     _fmt_interval(c.savings_s, c.savings_ci, 3, c.savings_note),
                     _fmt_interval(c.pct_reduction, c.pct_ci, 1, c.pct_note),
+                    detectable_cell(found.mde_pct if (found := achieved(c)) else None, c.pct_ci),
                     _fmt_p(c.p_value),
                     _fmt_p(c.p_adjusted),
                     c.note,

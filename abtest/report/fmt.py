@@ -48,6 +48,17 @@ def with_ci(
     return f"{show(value, digits)} [{show(ci[0], digits)}, {show(ci[1], digits)}]"
 
 
+def detectable_cell(mde_pct: float | None, pct_ci: tuple[float, float] | None) -> str:
+    """The minimum detectable effect beside an interval: ``12.3``, or ``< 12.3 if any`` where the
+    interval includes 0 ("no significant difference" is then "less than 12.3 %, if any")."""
+    if pct_ci is None or not finite(mde_pct):
+        return DASH
+    assert mde_pct is not None
+    if pct_ci[0] <= 0.0 <= pct_ci[1]:
+        return f"< {mde_pct:.1f} if any"
+    return f"{mde_pct:.1f}"
+
+
 def p_value(p: float | None) -> str:
     if not finite(p):
         return DASH

@@ -13,7 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abtest.report.fleet import fleet_tables
-from abtest.report.fmt import DASH, Table, finite, level, make_table, num, p_value, with_ci
+from abtest.report.fmt import (
+    DASH,
+    Table,
+    detectable_cell,
+    level,
+    make_table,
+    num,
+    p_value,
+    with_ci,
+)
 from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
     acceptance_table,
@@ -120,11 +129,7 @@ def detectable_text(model: ReportModel, c: Comparison) -> str:
     """The minimum detectable effect the run achieved for ``c``; where the interval includes
     0 it reads "< X if any": no difference was found, and one of X % would likely have been."""
     found = model.detectable_for(c)
-    if found is None or c.pct_ci is None or not finite(found.mde_pct):
-        return DASH
-    if c.pct_ci[0] <= 0.0 <= c.pct_ci[1]:
-        return f"< {found.mde_pct:.1f} if any"
-    return f"{found.mde_pct:.1f}"
+    return detectable_cell(found.mde_pct if found else None, c.pct_ci)
 
 
 def _mean(matched: float, every_round: float) -> str:
