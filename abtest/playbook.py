@@ -111,6 +111,9 @@ class NodeProfile:
     sandbox_remove_command: str | None = None
     #: the kubeconfig context to use (None: the kubeconfig's current-context)
     kube_context: str | None = None
+    #: a command printing the running kubelet's pid, so pre-flight can read its command line
+    #: and drop-in directory (None: the processes whose executable is binary_path)
+    pid_command: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -288,6 +291,7 @@ def parse_profile(path: Path) -> NodeProfile:
             "healthz_url",
             "log_command",
             "status_command",
+            "pid_command",
         }
     )
     commands = top.sub("commands")
@@ -327,6 +331,7 @@ def parse_profile(path: Path) -> NodeProfile:
         health_timeout_s=top.number("health_timeout_s", default=120.0, minimum=1.0),
         text=path.read_text(encoding="utf-8"),
         status_command=kubelet.opt_text("status_command"),
+        pid_command=kubelet.opt_text("pid_command"),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
     )

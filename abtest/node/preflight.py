@@ -13,6 +13,7 @@ from abtest.cluster.nodes import configz, feature_enabled, node_status
 from abtest.domain import Scalar
 from abtest.errors import AbtestError
 from abtest.node import kubelet_config as kc
+from abtest.node import kubelet_sources as ks
 from abtest.node import remote_files as rf
 from abtest.node.control import BACKUP_SUFFIX
 from abtest.node.health import HealthWaiter, healthz_url, unknown_paths
@@ -82,12 +83,13 @@ def check(
         ssh = node.ssh
         text: list[str] = []
         if not report.add("ssh", lambda: _ssh(node)):
-            for name in ("sudo", "kubelet config", "image", "node lock"):
+            for name in ("sudo", "kubelet config", "kubelet sources", "image", "node lock"):
                 report.fail(name, "skipped: no SSH")
         else:
             if profile.sudo:
                 report.add("sudo", lambda: _sudo(node))
             report.add("kubelet config", lambda: _config(node, text))
+            report.add("kubelet sources", lambda: _sources(node, settings))
             report.add("image", lambda: _image(node, image))
             report.add("node lock", lambda: _lock(node))
         cluster: list[Cluster] = []
@@ -132,6 +134,19 @@ def _config(node: NodeSession, out: list[str]) -> str:
     kc.parse_config(text, where=path)
     out.append(text)
     return f"{path} parses ({len(data)} bytes, sha256 {rf.sha256(data)[:12]})"
+
+
+def _sources(node: NodeSession, settings: Mapping[str, Scalar]) -> str:
+    """The running kubelet reads the profile's config file, and no factor is also set by a
+    flag or a drop-in (either would win over the file: see abtest.node.kubelet_sources)."""
+    sources, mismatch = ks.read_sources(node)
+    if mismatch:
+        raise _Failed(mismatch)
+    found = ks.conflicts(sources, settings)
+    if found:
+        profile = node.profile
+        raise ks.refusal(found, node=profile.node_name, config_path=profile.kubelet_config_path)
+    return sources.describe()
 
 
 def _image(node: NodeSession, image: str) -> str:
