@@ -329,6 +329,20 @@ def fake_round(
     )
 
 
+def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile, ...]:
+    """One profile per fake node, each its own host and kubelet (as distinct real nodes)."""
+    return tuple(
+        dataclasses.replace(
+            like,
+            name=n.name,
+            node_name=n.name,
+            ssh=dataclasses.replace(like.ssh, host=n.name),
+            kubelet_config_path=f"/fake/{n.name}/kubelet/config.yaml",
+        )
+        for n in nodes
+    )
+
+
 # --------------------------------------------------------------------------- a sweep process
 
 
@@ -352,9 +366,7 @@ def main(argv: list[str]) -> int:
             )
         )
     plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=2, sizes=(10, 20), seed=7))
-    first = plan.profiles[0]
-    profiles = tuple(dataclasses.replace(first, name=n.name, node_name=n.name) for n in nodes)
-    plan = dataclasses.replace(plan, profiles=profiles)
+    plan = dataclasses.replace(plan, profiles=fake_profiles(plan.profiles[0], nodes))
 
     def emit(kind: str, data: dict[str, Any]) -> None:
         print(kind, json.dumps(data, default=str), flush=True)

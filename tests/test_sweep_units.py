@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from fake_node import FakeKit, FakeNode
+from fake_node import FakeKit, FakeNode, fake_profiles
 
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
@@ -281,12 +281,10 @@ def test_a_failure_on_one_node_stops_the_other_and_both_are_restored(store: Stor
     """Two workers on scripted fake nodes: node-a cannot apply (fail-fast), so node-b stops at
     its next round boundary (or has finished by then); both nodes end as found, each worker
     wrote through its own database connection, and the run is recorded failed."""
-    plan = _plan()
-    first = plan.profiles[0]
-    profiles = tuple(dataclasses.replace(first, name=n, node_name=n) for n in ("node-a", "node-b"))
-    plan = dataclasses.replace(plan, profiles=profiles)
     a = FakeNode("node-a", failing={"kubeAPIQPS": "the kubelet refused kubeAPIQPS"})
     b = FakeNode("node-b")
+    plan = _plan()
+    plan = dataclasses.replace(plan, profiles=fake_profiles(plan.profiles[0], [a, b]))
     a.expect("preflight", "lock", "restart", "rollback", "unlock", "close")
     b.expect("preflight", "namespace abtest", "close")
     events: list[tuple[str, dict[str, Any]]] = []
