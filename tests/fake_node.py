@@ -233,8 +233,12 @@ class FakeCluster:
 class FakeKit:
     """A NodeKit over fake nodes, by node name."""
 
-    def __init__(self, *nodes: FakeNode) -> None:
+    def __init__(self, *nodes: FakeNode, absent: tuple[str, ...] = ()) -> None:
         self.nodes = {n.name: n for n in nodes}
+        self.absent = absent  # nodes the fake API server does not know
+
+    def cluster_nodes(self, profile: NodeProfile) -> list[str]:
+        return sorted(n for n in self.nodes if n not in self.absent)
 
     def cluster(self, profile: NodeProfile, *, pool_size: int) -> Any:
         return FakeCluster(self.nodes[profile.node_name])

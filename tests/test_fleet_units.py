@@ -5,13 +5,23 @@ several profiles."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as sps
+from fake_node import FakeKit, FakeNode
 
+from abtest.errors import ApplyFailed, UserError
+from abtest.experiment.fleet import check_fleet, same_node
+from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
+from abtest.experiment.sweep import SweepOptions, done_keys, run_sweep
 from abtest.stats.fleet import EACH_VS_REST, TWO_NODES, node_interaction, node_interactions
 from abtest.store.db import Store
 
@@ -223,3 +233,130 @@ def test_report_of_a_one_node_run_has_no_fleet_section(store: Store) -> None:
     model = build_model(store, _fleet_run(store, nodes=("node-a",)))
     assert model.fleet is None and build_tables(model).fleet == ()
     assert "Per node" not in render_markdown(model)
+
+
+# --------------------------------------------------------------------------- fleet checks
+
+
+def _fleet_plan(*nodes: str, **kw: Any) -> SweepPlan:
+    base: dict[str, Any] = {"playbook": "lab-sweep", "rounds": 2, "sizes": (10, 20), "seed": 7}
+    plan = build_plan(PlanOptions(**(base | kw)))
+    first = plan.profiles[0]
+    profiles = tuple(
+        dataclasses.replace(
+            first,
+            name=n,
+            node_name=n,
+            source=f"{n}.yaml",
+            kubelet_config_path=f"/var/lib/{n}/config.yaml",
+        )
+        for n in nodes
+    )
+    return dataclasses.replace(plan, profiles=profiles)
+
+
+def test_a_node_the_cluster_does_not_have_is_refused_before_any_node_is_touched(
+    store: Store,
+) -> None:
+    plan = _fleet_plan("node-a", "node-b")
+    a, b = FakeNode("node-a"), FakeNode("node-b")
+    with pytest.raises(UserError, match=r"names node node-b, which is not in its cluster") as e:
+        run_sweep(
+            plan, store, SweepOptions(), lambda *_: None, kit=FakeKit(a, b, absent=("node-b",))
+        )
+    assert e.value.exit_code == 2 and "nodes there: node-a" in str(e.value)
+    assert a.calls == [] and b.calls == []  # not even a pre-flight
+    assert store.query("SELECT id FROM runs") == []  # no run recorded
+
+
+def test_two_profiles_for_one_kubelet_are_refused() -> None:
+    plan = _fleet_plan("node-a", "node-b")
+    first = plan.profiles[0]
+    twin = dataclasses.replace(plan.profiles[1], kubelet_config_path=first.kubelet_config_path)
+    with pytest.raises(UserError, match="reach the same kubelet") as e:
+        same_node([first, twin])
+    assert "node-a.yaml" in str(e.value) and "node-b.yaml" in str(e.value)
+    assert e.value.exit_code == 2
+    same = dataclasses.replace(plan.profiles[1], node_name="node-a")
+    with pytest.raises(UserError, match="both name node node-a"):
+        check_fleet([first, same], FakeKit(FakeNode("node-a")))
+    same_node(plan.profiles)  # two nodes, two kubelets: fine
+
+
+def test_cli_two_profiles_naming_the_same_node_exit_2_and_touch_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    out = subprocess.run(
+        [sys.executable, "-m", "abtest", "gates", "--all", "--profile", "lab", "--profile",
+         "lab", "--db", str(db)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert "both name node abtest-lab" in out.stderr
+    assert out.stderr.count("error") == 1
+    assert not db.exists() or Store(db).query("SELECT id FROM runs") == []
+
+
+# --------------------------------------------------------------------------- one node fails
+
+
+@pytest.mark.parametrize("failing", ["node-a", "node-b"])
+def test_a_failure_on_either_node_names_that_node_and_why(store: Store, failing: str) -> None:
+    """Whichever node fails (fail-fast), the run's reason and the error raised are that node's
+    failure, not the other worker's 'stopped because another node failed'; both restored."""
+    plan = _fleet_plan("node-a", "node-b")
+    nodes = {
+        n: FakeNode(n, failing={"kubeAPIQPS": "kubelet refused kubeAPIQPS"} if n == failing else {})
+        for n in ("node-a", "node-b")
+    }
+    events: list[tuple[str, dict[str, Any]]] = []
+    with pytest.raises(ApplyFailed, match=f"node {failing} failed: .*refused kubeAPIQPS"):
+        run_sweep(
+            plan,
+            store,
+            SweepOptions(fail_fast=True),
+            lambda kind, data: events.append((kind, data)),
+            kit=FakeKit(*nodes.values()),
+        )
+    for n in nodes.values():
+        n.verify()
+    run_id = next(d["run_id"] for k, d in events if k == "run")
+    row = store.run_row(run_id)
+    assert row["status"] == "failed"
+    assert row["stop_reason"].startswith(f"node {failing} failed: "), row["stop_reason"]
+    assert "refused kubeAPIQPS" in row["stop_reason"]
+    end = next(d for k, d in events if k == "end")
+    assert f"node {failing} failed" in end["reason"]
+
+
+def test_an_arm_skipped_on_one_node_is_named_with_its_node(store: Store) -> None:
+    plan = _fleet_plan("node-a", "node-b")
+    a = FakeNode("node-a")
+    b = FakeNode("node-b", failing={"kubeAPIQPS": "kubelet refused kubeAPIQPS"})
+    result = run_sweep(plan, store, SweepOptions(), lambda *_: None, kit=FakeKit(a, b))
+    a.verify()
+    b.verify()
+    assert result.status == "finished"
+    reason = store.run_row(result.run_id)["stop_reason"]
+    assert "on node-b" in reason and "node-a" not in reason, reason
+
+
+def test_resume_after_a_failure_continues_every_node(store: Store) -> None:
+    plan = _fleet_plan("node-a", "node-b")
+    a = FakeNode("node-a")
+    b = FakeNode("node-b", failing={"kubeAPIQPS": "kubelet refused kubeAPIQPS"})
+    events: list[tuple[str, dict[str, Any]]] = []
+    with pytest.raises(ApplyFailed):
+        run_sweep(plan, store, SweepOptions(fail_fast=True),
+                  lambda k, d: events.append((k, d)), kit=FakeKit(a, b))  # fmt: skip
+    run_id = next(d["run_id"] for k, d in events if k == "run")
+    # the operator fixes node-b (and its failed arm is re-tried: clear the arm's failure)
+    store.update("arms", {"run_id": run_id}, {"status": "ok", "failure": None})
+    a2, b2 = FakeNode("node-a"), FakeNode("node-b")
+    result = run_sweep(plan, store, SweepOptions(), lambda *_: None, resume_run_id=run_id,
+                       kit=FakeKit(a2, b2))  # fmt: skip
+    assert result.status == "finished"
+    a2.verify()
+    b2.verify()
+    every = {s.key for s in plan.schedule.slots}
+    assert done_keys(store, run_id, "node-a") == every
+    assert done_keys(store, run_id, "node-b") == every

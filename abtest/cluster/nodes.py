@@ -34,6 +34,13 @@ class NodeStatus:
 
 
 @api_call
+def node_names(cluster: Cluster, timeout: float = 10.0) -> list[str]:
+    """The names of every Node object the API server has."""
+    nodes: Any = cluster.core.list_node(_request_timeout=timeout)
+    return [str(n.metadata.name) for n in nodes.items]
+
+
+@api_call
 def node_status(cluster: Cluster, name: str, timeout: float = 10.0) -> NodeStatus:
     node: Any = cluster.core.read_node(name, _request_timeout=timeout)
     status = node.status

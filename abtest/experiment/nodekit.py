@@ -19,6 +19,7 @@ from abtest.batch.round import run_round
 from abtest.batch.run_record import probe_environment
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
+from abtest.cluster.nodes import node_names
 from abtest.cluster.pods import count_pods
 from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError
@@ -84,6 +85,8 @@ class NodeKit(Protocol):
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]: ...
 
+    def cluster_nodes(self, profile: NodeProfile) -> list[str]: ...
+
     def preflight(
         self,
         profile: NodeProfile,
@@ -131,6 +134,10 @@ class RealNodes:
 
     def cluster(self, profile: NodeProfile, *, pool_size: int) -> Cluster:
         return connect(profile.kubeconfig, context=profile.kube_context, pool_size=pool_size)
+
+    def cluster_nodes(self, profile: NodeProfile) -> list[str]:
+        """The nodes of the profile's cluster (read only: the fleet checks run first)."""
+        return node_names(connect(profile.kubeconfig, context=profile.kube_context))
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]:
         return probe_environment(

@@ -15,6 +15,7 @@ from abtest.catalog import load_catalog, select_factors
 from abtest.domain import Arm, Catalog, Factor
 from abtest.errors import UserError
 from abtest.experiment.design import build_arms, dedupe, gates_all
+from abtest.experiment.fleet import same_node
 from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds, restarts
 from abtest.playbook import NodeProfile, Playbook, load_playbook, load_profile
 
@@ -136,9 +137,7 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     if not profile_names:
         raise UserError("no node profile", "--profile", "give --profile or set profile:")
     profiles = tuple(load_profile(_profile_ref(pb, p)) for p in profile_names)
-    nodes = [p.node_name for p in profiles]
-    if len(set(nodes)) != len(nodes):
-        raise UserError("the same node is named twice", "--profile", "give each node once")
+    same_node(profiles)  # two profiles for one node: refused here, before any plan is made
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
 

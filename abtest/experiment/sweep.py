@@ -32,6 +32,7 @@ from abtest.batch.run_record import finish_run, new_run
 from abtest.cluster.client import Cluster
 from abtest.domain import Arm
 from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
+from abtest.experiment.fleet import check_fleet, skipped_arms
 from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
 from abtest.experiment.plan import SweepPlan
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
@@ -206,6 +207,10 @@ class NodeSweep:
                 raise
             except BaseException as exc:
                 self.outcome.status, self.outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
+                fleet = len(self.plan.profiles) > 1
+                if fleet and isinstance(exc, AbtestError) and not isinstance(exc, SweepStopped):
+                    # several nodes: the run and the CLI must say which one failed
+                    exc.args = (f"node {self.profile.node_name} failed: {exc}",)
                 raise
             finally:
                 with ctl.guard.shield():
@@ -351,6 +356,7 @@ def _sweep(
     kit: NodeKit,
 ) -> SweepResult:
     t0 = time.monotonic()
+    check_fleet(plan.profiles, kit)  # read only: refuses before any node is touched
     if resume_run_id:
         run_id = resume_run_id
         store.update("runs", {"id": run_id}, {"status": "running", "stop_reason": None})
@@ -379,8 +385,7 @@ def _sweep(
     finally:
         with shield():  # the run row is written even if a second signal comes now
             if status == "finished" and any(w.outcome.failed_arms for w in workers):
-                failed = sorted({a for w in workers for a in w.outcome.failed_arms})
-                reason = f"arms failed to apply and were skipped: {', '.join(failed)}"
+                reason = skipped_arms({w.outcome.node_name: w.outcome.failed_arms for w in workers})
             finish_run(store, run_id, status, reason)
             emit("end", {"run_id": run_id, "status": status, "reason": reason})
     return SweepResult(run_id, status, [w.outcome for w in workers], time.monotonic() - t0)
@@ -405,8 +410,10 @@ def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
                     stop.set()
             errors = [e for f in futures if (e := f.exception()) is not None]
             interrupted = [e for e in errors if isinstance(e, Interrupted)]
+            # the failure that stopped the others, not their "stopped because ..." answers
+            own = [e for e in errors if not isinstance(e, SweepStopped)]
             if interrupted or errors:
-                raise (interrupted or errors)[0]
+                raise (interrupted or own or errors)[0]
 
 
 def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
