@@ -1,23 +1,41 @@
-"""`abtest lab up | status | down`: the embedded single-node cluster."""
+"""`abtest lab up [--nodes N] | status | down`: the embedded cluster."""
 
 from __future__ import annotations
 
 import typer
 
 from abtest.cli.render import console, print_json, print_table
-from abtest.lab import control
+from abtest.lab import control, layout
 
 app = typer.Typer(
-    help="The embedded lab: a real single-node Kubernetes on this machine.", no_args_is_help=True
+    help="The embedded lab: a real Kubernetes (one node, or up to "
+    f"{layout.MAX_NODES}) on this machine.",
+    no_args_is_help=True,
 )
 
 
 @app.command("up")
-def up() -> None:
+def up(
+    nodes: int = typer.Option(
+        1,
+        "--nodes",
+        help=f"How many nodes (1-{layout.MAX_NODES}): each its own kubelet and containerd, "
+        f"named {layout.NODE_NAME}, {layout.NODE_NAME}-2, ... At most {layout.MAX_NODES} on "
+        "this 2-core machine: an idle node costs ~150 MiB and a few % of a core, but the "
+        "control plane and the other kubelets must leave the node under test a core. On a "
+        "running lab, adds or removes nodes only (down to N; removed nodes' Node objects are "
+        "deleted).",
+    ),
+) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
-    containerd, kubelet and an sshd on loopback; idempotent."""
-    st = control.up(say=lambda line: console.print(line, highlight=False))
-    console.print(f"node: {st.node}   ssh: {st.ssh_target}   profile: playbooks/nodes/lab.yaml")
+    containerd and kubelet per node, and an sshd on loopback; idempotent. Node 1's profile
+    is `lab` (playbooks/nodes/lab.yaml); node i's is written to
+    /var/lib/abtest-lab/nodes/abtest-lab-i/profile.yaml (`--profile PATH`)."""
+    st = control.up(say=lambda line: console.print(line, highlight=False), nodes=nodes)
+    for node in st.nodes:
+        console.print(
+            f"node: {node.name}   ssh: {st.ssh_target}   profile: {node.profile}", highlight=False
+        )
 
 
 @app.command("status")
@@ -29,11 +47,18 @@ def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable
     else:
         readiness = "Ready" if st.ready else "not Ready"
         print_table(
-            f"lab: {'up' if st.up else 'down'}, node {st.node} {readiness}",
+            f"lab: {'up' if st.up else 'down'}, {len(st.nodes)} node(s) {readiness}",
             ["component", "pid", "running", "healthy"],
             [(c.name, c.pid, c.running, c.healthy) for c in st.components],
         )
         console.print(f"KUBECONFIG={st.kubeconfig}   ssh: {st.ssh_target or '-'}")
+        for node in st.nodes:
+            health = "healthy" if all(node.healthy.values()) else "not healthy"
+            console.print(
+                f"node {node.name}: {'Ready' if node.ready else 'not Ready'}, {health}, "
+                f"profile {node.profile}",
+                highlight=False,
+            )
         for line in st.left_behind:
             console.print(f"left behind: {line}", highlight=False)
         for line in st.kept:

@@ -12,7 +12,7 @@ from typing import Any
 
 from abtest.lab import layout
 from abtest.lab.files import PUBLIC_FILE, write_file
-from abtest.lab.layout import Paths
+from abtest.lab.layout import Node, Paths
 
 ORDER = (
     "etcd",
@@ -25,6 +25,9 @@ ORDER = (
     "node-proxy-host",
     "node-proxy-netns",
 )
+# The processes each node has of its own (pid files in Node.pids); the rest of ORDER is the
+# control plane and the one sshd, shared by all nodes.
+NODE_COMPONENTS = ("containerd", "kubelet", "node-proxy-host", "node-proxy-netns")
 # What /proc/PID/cmdline must contain for a pid file to still be ours.
 EXPECT = {
     "etcd": "etcd",
@@ -46,8 +49,10 @@ class Spec:
     netns: str | None = None
 
 
-def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
+def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> Spec:
+    """The command line of a control-plane component, or of `node`'s own one (default: node 1)."""
     b, pki = paths.bin, paths.pki
+    node = node or Node(1, paths)
     if name == "etcd":
         # TLS on both listeners, and a client (or peer) must present a certificate from
         # etcd's own CA: only the API server holds one (pki.py). Both stay on loopback.
@@ -141,17 +146,17 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
             ),
         )
     if name == "containerd":
-        return Spec(name, ("containerd", f"--config={paths.root / 'containerd' / 'config.toml'}"))
+        return Spec(name, ("containerd", f"--config={node.containerd_dir / 'config.toml'}"))
     if name == "sshd":
         return Spec(name, ("/usr/sbin/sshd", "-D", "-e", "-f", str(paths.ssh / "sshd_config")))
-    bridge_sock = paths.run / "kubelet-bridge.sock"
+    kubelet_port = ports[node.port_key("kubelet")]
     if name == "node-proxy-host":
         return Spec(
             name,
             (
                 "socat",
-                f"UNIX-LISTEN:{bridge_sock},fork,unlink-early,mode=600",
-                f"TCP:127.0.0.1:{ports['kubelet']}",
+                f"UNIX-LISTEN:{node.bridge_sock},fork,unlink-early,mode=600",
+                f"TCP:127.0.0.1:{kubelet_port}",
             ),
         )
     if name == "node-proxy-netns":
@@ -159,25 +164,38 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int]) -> Spec:
             name,
             (
                 "socat",
-                f"TCP-LISTEN:{ports['kubelet']},bind={layout.NODE_PROXY_IP},fork,reuseaddr",
-                f"UNIX-CONNECT:{bridge_sock}",
+                f"TCP-LISTEN:{kubelet_port},bind={node.proxy_ip},fork,reuseaddr",
+                f"UNIX-CONNECT:{node.bridge_sock}",
             ),
-            netns=layout.NETNS,
+            netns=node.netns,
         )
     raise KeyError(name)
 
 
-def kubelet_config_text(paths: Paths, ports: dict[str, int]) -> str:
-    pki = paths.pki
+def kubelet_config_text(node: Node, ports: dict[str, int]) -> str:
+    pki, ca = node.pki, node.paths.pki / "ca.crt"
+    return _kubelet_config_head(node, ports, pki, ca) + _own_node_lines(node)
+
+
+def _own_node_lines(node: Node) -> str:
+    if node.first:
+        return ""  # node 1's config is the single-node lab's, byte for byte
+    return f"""# This node's own cgroup root and pod log directory (see layout.Node).
+cgroupRoot: {node.cgroup_root}
+podLogsDir: {node.pod_logs_dir}
+"""
+
+
+def _kubelet_config_head(node: Node, ports: dict[str, int], pki: Path, ca: Path) -> str:
     return f"""# Lab kubelet configuration, written by `abtest lab up`. abtest experiments edit it
 # in place (and always put it back); `lab up` rewrites it only in a fresh state directory.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
-port: {ports["kubelet"]}
+port: {ports[node.port_key("kubelet")]}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: {ports["kubelet_healthz"]}
+healthzPort: {ports[node.port_key("kubelet_healthz")]}
 tlsCertFile: {pki / "kubelet-serving.crt"}
 tlsPrivateKeyFile: {pki / "kubelet-serving.key"}
 authentication:
@@ -186,10 +204,10 @@ authentication:
   webhook:
     enabled: true
   x509:
-    clientCAFile: {pki / "ca.crt"}
+    clientCAFile: {ca}
 authorization:
   mode: Webhook
-containerRuntimeEndpoint: unix://{paths.containerd_socket}
+containerRuntimeEndpoint: unix://{node.containerd_socket}
 cgroupDriver: cgroupfs
 # The lab VM mounts cgroup v1; kubelet 1.34 still runs there when told to.
 failCgroupV1: false
@@ -212,13 +230,13 @@ featureGates:
 """
 
 
-def kubelet_flags(paths: Paths) -> list[str]:
+def kubelet_flags(node: Node) -> list[str]:
     return [
-        f"--config={paths.kubelet_config}",
-        f"--kubeconfig={paths.root / 'kubelet.kubeconfig'}",
-        f"--hostname-override={layout.NODE_NAME}",
-        f"--root-dir={paths.kubelet_dir / 'root'}",
-        f"--cert-dir={paths.kubelet_dir / 'pki'}",
+        f"--config={node.kubelet_config}",
+        f"--kubeconfig={node.kubelet_kubeconfig}",
+        f"--hostname-override={node.name}",
+        f"--root-dir={node.kubelet_dir / 'root'}",
+        f"--cert-dir={node.kubelet_dir / 'pki'}",
         "--v=1",
     ]
 
@@ -274,18 +292,18 @@ esac
 """
 
 
-def write_kubelet_files(paths: Paths, ports: dict[str, int], fresh: bool) -> Path:
-    if fresh or not paths.kubelet_config.exists():
-        write_file(paths.kubelet_config, kubelet_config_text(paths, ports), PUBLIC_FILE)
-    write_file(paths.kubelet_dir / "flags", "\n".join(kubelet_flags(paths)) + "\n", PUBLIC_FILE)
-    script = paths.bin / "kubelet-service"
+def write_kubelet_files(node: Node, ports: dict[str, int], fresh: bool) -> Path:
+    if fresh or not node.kubelet_config.exists():
+        write_file(node.kubelet_config, kubelet_config_text(node, ports), PUBLIC_FILE)
+    write_file(node.kubelet_dir / "flags", "\n".join(kubelet_flags(node)) + "\n", PUBLIC_FILE)
+    script = node.bin / "kubelet-service"
     write_file(
         script,
         KUBELET_SERVICE.format(
-            pidfile=paths.pids / "kubelet.pid",
-            log=paths.logs / "kubelet.log",
-            flags=paths.kubelet_dir / "flags",
-            binary=paths.bin / "kubelet",
+            pidfile=node.pids / "kubelet.pid",
+            log=node.logs / "kubelet.log",
+            flags=node.kubelet_dir / "flags",
+            binary=node.bin / "kubelet",
         ),
         0o755,
     )
@@ -342,13 +360,21 @@ def api_get(paths: Paths, ports: dict[str, int], path: str) -> dict[str, Any]:
         return dict(json.loads(resp.read()))
 
 
-def node_ready(paths: Paths, ports: dict[str, int]) -> bool:
-    node: dict[str, Any] = api_get(paths, ports, f"/api/v1/nodes/{layout.NODE_NAME}")
-    conditions = node.get("status", {}).get("conditions", [])
+def api_call(paths: Paths, ports: dict[str, int], path: str, method: str) -> dict[str, Any]:
+    url = f"https://127.0.0.1:{ports['apiserver']}{path}"
+    req = urllib.request.Request(url, method=method)
+    with urllib.request.urlopen(req, timeout=10, context=_tls(paths)) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def node_ready(paths: Paths, ports: dict[str, int], name: str = layout.NODE_NAME) -> bool:
+    obj: dict[str, Any] = api_get(paths, ports, f"/api/v1/nodes/{name}")
+    conditions = obj.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def healthy(name: str, paths: Paths, ports: dict[str, int]) -> bool:
+def healthy(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> bool:
+    node = node or Node(1, paths)
     try:
         if name == "etcd":
             return http_ok(etcd_url(ports, "/health"), etcd_tls(paths))
@@ -364,20 +390,22 @@ def healthy(name: str, paths: Paths, ports: dict[str, int]) -> bool:
                 f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False)
             )
         if name == "containerd":
-            return _connects_unix(paths.containerd_socket)
+            return _connects_unix(node.containerd_socket)
         if name == "kubelet":
-            return http_ok(f"http://127.0.0.1:{ports['kubelet_healthz']}/healthz")
+            return http_ok(f"http://127.0.0.1:{ports[node.port_key('kubelet_healthz')]}/healthz")
         if name == "sshd":
             with socket.create_connection(("127.0.0.1", ports["sshd"]), timeout=2) as s:
                 return s.recv(4).startswith(b"SSH-")
         if name == "node-proxy-host":
-            return _connects_unix(paths.run / "kubelet-bridge.sock")
+            return _connects_unix(node.bridge_sock)
         if name == "node-proxy-netns":
             # A full TLS handshake, so the kubelet does not log an aborted one every probe.
             ctx = _tls(paths, verify=False)
             with (
-                socket.create_connection((layout.NODE_PROXY_IP, ports["kubelet"]), timeout=2) as s,
-                ctx.wrap_socket(s, server_hostname=layout.NODE_NAME),
+                socket.create_connection(
+                    (node.proxy_ip, ports[node.port_key("kubelet")]), timeout=2
+                ) as s,
+                ctx.wrap_socket(s, server_hostname=node.name),
             ):
                 return True
     except (OSError, ValueError, KeyError):

@@ -1,4 +1,8 @@
-"""`abtest lab up | status | down`: bring the real single-node cluster up and down."""
+"""`abtest lab up [--nodes N] | status | down`: bring the real cluster up and down.
+
+One control plane (etcd, API server, scheduler, controller-manager) and one sshd; node 1
+(the single-node lab's layout) plus nodes 2..N from nodes.py. `up --nodes M` on a running
+lab adds or removes nodes without touching the control plane or the nodes it keeps."""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ from pathlib import Path
 
 from abtest.errors import LabError
 from abtest.lab import components, host, images, layout, pki, residue, sshd
+from abtest.lab import nodes as lab_nodes
 from abtest.lab.binaries import binary_set, ensure_binaries
 from abtest.lab.files import make_dir
-from abtest.lab.layout import LabState, Paths
+from abtest.lab.layout import LabState, Node, Paths
+from abtest.lab.nodes import NodeStatus
 from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
 
 Say = Callable[[str], None]
@@ -28,6 +34,7 @@ PREFERRED_PORTS = {
     "sshd": 2222,
 }
 START_TIMEOUT = {"kube-apiserver": 120.0, "kubelet": 120.0}
+READY_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class LabStatus:
     kubeconfig: str
     ssh_target: str
     components: tuple[ComponentStatus, ...]
+    # Every node, node 1 first (its components are also in `components`, as before).
+    nodes: tuple[NodeStatus, ...] = ()
     # Only when the lab is not (fully) up: what `down` should have removed and is still
     # here, and what `down` keeps on purpose (see residue.py).
     left_behind: tuple[str, ...] = ()
@@ -62,6 +71,7 @@ class LabStatus:
                 c.name: {"pid": c.pid, "running": c.running, "healthy": c.healthy}
                 for c in self.components
             },
+            "nodes": [n.as_json() for n in self.nodes],
             "left_behind": list(self.left_behind),
             "kept": list(self.kept),
         }
@@ -77,14 +87,12 @@ def status(paths: Paths | None = None) -> LabStatus:
         running = alive(pid, components.EXPECT[name])
         ok = running and bool(ports) and components.healthy(name, paths, ports)
         comps.append(ComponentStatus(name, pid if running else None, running, ok))
-    ready = False
-    if ports and all(c.healthy for c in comps if c.name == "kube-apiserver"):
-        try:
-            ready = components.node_ready(paths, ports)
-        except (OSError, ValueError):
-            ready = False
+    api_ok = bool(ports) and all(c.healthy for c in comps if c.name == "kube-apiserver")
+    count = state.nodes if state else 1
+    node_list = tuple(lab_nodes.node_status(n, ports, api_ok) for n in layout.nodes(count, paths))
+    ready = all(n.ready for n in node_list)
     ssh = f"{layout.SSH_USER}@127.0.0.1:{ports['sshd']}" if "sshd" in ports else ""
-    is_up = all(c.running for c in comps)
+    is_up = all(c.running for c in comps) and all(n.up for n in node_list)
     return LabStatus(
         up=is_up,
         ready=ready,
@@ -92,19 +100,35 @@ def status(paths: Paths | None = None) -> LabStatus:
         kubeconfig=str(paths.kubeconfig),
         ssh_target=ssh,
         components=tuple(comps),
+        nodes=node_list,
         left_behind=() if is_up else tuple(residue.left_behind(paths, state)),
         kept=() if is_up else tuple(residue.kept(paths)),
     )
 
 
-def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
+def _healthy(st: LabStatus) -> bool:
+    return st.up and st.ready and all(c.healthy for c in st.components)
+
+
+def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatus:
+    """Bring the lab up with `nodes` nodes; on a healthy lab, only add or remove nodes."""
+    lab_nodes.check_count(nodes)
     paths = paths or Paths()
     host.require_root()
     current = status(paths)
-    if current.up and current.ready and all(c.healthy for c in current.components):
+    control_ok = all(c.healthy for c in current.components)
+    first_ok = control_ok and current.nodes[0].ready and current.nodes[0].up
+    if (
+        _healthy(current)
+        and len(current.nodes) == nodes
+        and all(all(n.healthy.values()) for n in current.nodes)
+    ):
         say("lab is already up; nothing changed")
         return current
-    if any(c.running for c in current.components):
+    if first_ok:
+        _resize(paths, nodes, say)
+        return status(paths)
+    if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
         down(say=say, paths=paths)
     host.ensure_packages(say)
@@ -120,12 +144,20 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
         _install_binary(bins.path(name), paths.bin / name)
 
     state = LabState.load(paths) or LabState()
+    # Nodes an earlier, larger lab left on disk (down keeps them): gone for good now.
+    for extra in lab_nodes.present(paths, nodes)[nodes:]:
+        _raise_problems(lab_nodes.remove_node(extra, None, say))
+    want = layout.nodes(nodes, paths)
     taken: set[int] = set()
     ports: dict[str, int] = {}
     for key, preferred in PREFERRED_PORTS.items():
+        if key in lab_nodes.PREFERRED_NODE_PORTS:
+            continue  # per node, below
         ports[key] = free_port(state.ports.get(key) or preferred, taken)
         taken.add(ports[key])
+    _node_ports(want, state.ports, ports, taken)
     state.ports = ports
+    state.nodes = nodes
     mounted, made = host.mount_cgroups()
     state.mounted_cgroups = sorted(set(state.mounted_cgroups) | set(mounted))
     state.cgroup_dirs_made = sorted(set(state.cgroup_dirs_made) | set(made))
@@ -136,7 +168,7 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
         state.ip_forward_before = before
     state.save(paths)
     try:
-        _prepare(paths, ports, fresh)
+        _prepare(paths, ports, fresh, want)
         for name in components.ORDER:
             _start_component(name, paths, ports, say)
             if name == "etcd":
@@ -146,7 +178,10 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
                 say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))
             if name == "kube-apiserver":
                 _apply_rbac(paths)
-        wait_until("node Ready", lambda: components.node_ready(paths, ports), 120.0)
+                _delete_stale_node_objects(paths, ports, nodes, say)
+        for node in want[1:]:
+            lab_nodes.start_node(node, ports, say)
+        _wait_ready(want, ports)
     except BaseException:
         say("lab up failed; stopping everything it started")
         try:
@@ -155,9 +190,91 @@ def up(say: Say = print, paths: Paths | None = None) -> LabStatus:
             # Said, not hidden; the error worth raising is why `up` failed.
             say(f"  (and lab down after it: {exc})")
         raise
-    say(f"lab is up: node {layout.NODE_NAME} Ready")
-    say(f"export KUBECONFIG={paths.kubeconfig}")
+    _say_up(want, paths, say)
     return status(paths)
+
+
+def _say_up(want: list[Node], paths: Paths, say: Say) -> None:
+    names = ", ".join(n.name for n in want)
+    say(f"lab is up: node{'s' if len(want) > 1 else ''} {names} Ready")
+    for node in want[1:]:
+        say(f"  {node.name}: --profile {node.profile}")
+    say(f"export KUBECONFIG={paths.kubeconfig}")
+
+
+def _node_ports(
+    want: list[Node], old: dict[str, int], ports: dict[str, int], taken: set[int]
+) -> None:
+    """Each node's kubelet and healthz ports: what it had, if still free, else new ones."""
+    for node in want:
+        for kind in lab_nodes.PREFERRED_NODE_PORTS:
+            key = node.port_key(kind)
+            ports[key] = free_port(old.get(key) or lab_nodes.preferred_port(node, kind), taken)
+            taken.add(ports[key])
+
+
+def _wait_ready(want: list[Node], ports: dict[str, int]) -> None:
+    for node in want:
+        wait_until(
+            f"node {node.name} Ready",
+            lambda node=node: components.node_ready(node.paths, ports, node.name),  # type: ignore[misc]
+            READY_TIMEOUT_S,
+            log=node.logs / "kubelet.log",
+        )
+
+
+def _delete_stale_node_objects(paths: Paths, ports: dict[str, int], count: int, say: Say) -> None:
+    for name in lab_nodes.stale_node_objects(paths, ports, count):
+        _raise_problems(lab_nodes.delete_node_object(paths, ports, name, say))
+
+
+def _raise_problems(problems: list[str]) -> None:
+    if problems:
+        raise LabError("; ".join(problems))
+
+
+def _resize(paths: Paths, count: int, say: Say) -> None:
+    """On a running lab: remove nodes above `count`, start the missing ones. The control
+    plane, the sshd and every node that stays are not touched."""
+    state = LabState.load(paths) or LabState()
+    have = state.nodes
+    for extra in reversed(lab_nodes.present(paths, max(have, count))[count:]):
+        _raise_problems(lab_nodes.remove_node(extra, state.ports, say))
+        for kind in lab_nodes.PREFERRED_NODE_PORTS:
+            state.ports.pop(extra.port_key(kind), None)
+        state.nodes = min(state.nodes, extra.index - 1)
+        state.save(paths)
+    _delete_stale_node_objects(paths, state.ports, count, say)
+    want = layout.nodes(count, paths)
+    running = {n.name for n in status(paths).nodes if n.up}
+    added = [n for n in want if n.name not in running]
+    taken = {
+        p
+        for k, p in state.ports.items()
+        if k not in {n.port_key(kind) for n in added for kind in lab_nodes.PREFERRED_NODE_PORTS}
+    }
+    ports = dict(state.ports)
+    _node_ports(added, state.ports, ports, taken)
+    state.ports = ports
+    state.nodes = count
+    state.save(paths)
+    host.add_hosts_entry(nodes=want)
+    ca = pki.ensure_ca(paths.pki)
+    try:
+        for node in added:
+            lab_nodes.prepare(node, ports, not node.kubelet_config.exists(), ca)
+            lab_nodes.start_node(node, ports, say)
+        _wait_ready(want, ports)
+    except BaseException:
+        say("adding nodes failed; removing the nodes it added")
+        for node in reversed(added):
+            for line in lab_nodes.remove_node(node, ports, say):
+                say(f"  (and removing {node.name}: {line})")
+        state.nodes = min([n.index for n in added] + [count + 1]) - 1
+        state.save(paths)
+        host.add_hosts_entry(nodes=layout.nodes(state.nodes, paths))
+        raise
+    _say_up(want, paths, say)
 
 
 def _install_binary(src: Path, dst: Path) -> None:
@@ -171,7 +288,7 @@ def _install_binary(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
-def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
+def _prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) -> None:
     _etcd_pki(paths)
     ca = pki.ensure_ca(paths.pki)
     d = paths.pki
@@ -196,15 +313,6 @@ def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
     pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
     pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
     pki.issue(ca, d, "kubelet", f"system:node:{layout.NODE_NAME}", org="system:nodes", client=True)
-    pki.issue(
-        ca,
-        d,
-        "kubelet-serving",
-        f"system:node:{layout.NODE_NAME}",
-        server=True,
-        dns=(layout.NODE_NAME, "localhost"),
-        ips=("127.0.0.1", layout.NODE_PROXY_IP),
-    )
     pki.ensure_service_account_key(d)
     server = f"https://127.0.0.1:{ports['apiserver']}"
     for user, cert in (
@@ -220,10 +328,9 @@ def _prepare(paths: Paths, ports: dict[str, int], fresh: bool) -> None:
             pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"),
             user,
         )
-    host.write_cni_config(paths)
-    host.write_containerd_config(paths)
-    host.setup_node_proxy_netns()
-    components.write_kubelet_files(paths, ports, fresh)
+    for node in want:
+        lab_nodes.prepare(node, ports, fresh, ca)
+    host.add_hosts_entry(nodes=want)
     sshd.ensure_user(paths)
     sshd.ensure_keys(paths)
     sshd.write_configs(paths, ports["sshd"])
@@ -303,12 +410,15 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
     host.require_root()
     state = LabState.load(paths)
     problems: list[str] = []
+    every = lab_nodes.present(paths, state.nodes if state else 1)
+    for node in reversed(every[1:]):
+        problems += lab_nodes.stop_node(node, say)
     kubelet_service = paths.bin / "kubelet-service"
     if kubelet_service.exists():
         proc = subprocess.run([str(kubelet_service), "stop"], capture_output=True, text=True)
         if proc.returncode != 0:
             problems.append(f"kubelet: `kubelet-service stop` failed: {proc.stderr.strip()}")
-    _remove_sandboxes(paths, say)
+    lab_nodes.remove_sandboxes(Node(1, paths), say)
     for name in reversed(components.ORDER):
         if name == "kubelet":
             continue
@@ -318,8 +428,9 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
         except LabError as exc:
             problems.append(str(exc))
     host.unmount_under([paths.root, paths.run])
-    host.remove_kubepods_cgroups()
-    host.teardown_networking()
+    host.remove_kubepods_cgroups(("kubepods", *(n.cgroup_root for n in every[1:] if n.cgroup_root)))
+    host.teardown_networking(every)
+    host.remove_hosts_entry()
     problems += sshd.close_door(paths)
     if state is not None:
         problems += host.unmount_cgroups(state.mounted_cgroups, state.cgroup_dirs_made)
@@ -361,25 +472,6 @@ def _remove_tree(path: Path, problems: list[str]) -> None:
 
     if path.exists():
         shutil.rmtree(path, onerror=note)
-
-
-def _remove_sandboxes(paths: Paths, say: Say) -> None:
-    crictl = paths.bin / "crictl"
-    if not (crictl.exists() and alive(read_pid(paths.pids, "containerd"), "containerd")):
-        return
-    base = [
-        str(crictl),
-        "--runtime-endpoint",
-        f"unix://{paths.containerd_socket}",
-        "--timeout",
-        "30s",
-    ]
-    ids = subprocess.run([*base, "pods", "-q"], capture_output=True, text=True).stdout.split()
-    for pod_id in ids:
-        subprocess.run([*base, "stopp", pod_id], capture_output=True)
-        subprocess.run([*base, "rmp", "-f", pod_id], capture_output=True)
-    if ids:
-        say(f"  removed {len(ids)} pod sandboxes")
 
 
 def restart_component(name: str, say: Say = print, paths: Paths | None = None) -> None:

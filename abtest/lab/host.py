@@ -134,44 +134,51 @@ def restore_ip_forward(before: str | None) -> None:
         IP_FORWARD.write_text(f"{before}\n")
 
 
-def setup_node_proxy_netns() -> None:
-    """The netns + veth that give the node a proxyable address (see layout.NETNS)."""
+def setup_node_proxy_netns(node: layout.Node | None = None) -> None:
+    """The netns + veth that give a node a proxyable address (see layout.NETNS); each
+    node has its own netns, veth pair and /30."""
+    node = node or layout.Node(1)
     netns = run(["ip", "netns", "list"], check=False)
-    if layout.NETNS not in netns.split():
-        run(["ip", "netns", "add", layout.NETNS])
+    if node.netns not in netns.split():
+        run(["ip", "netns", "add", node.netns])
     links = run(["ip", "-o", "link", "show"], check=False)
-    if f" {layout.VETH_HOST}@" not in links and f" {layout.VETH_HOST}:" not in links:
+    if f" {node.veth_host}@" not in links and f" {node.veth_host}:" not in links:
         run(
             [
                 "ip",
                 "link",
                 "add",
-                layout.VETH_HOST,
+                node.veth_host,
                 "type",
                 "veth",
                 "peer",
                 "name",
-                layout.VETH_NODE,
+                node.veth_node,
                 "netns",
-                layout.NETNS,
+                node.netns,
             ]
         )
-        run(["ip", "addr", "add", f"{layout.VETH_HOST_IP}/30", "dev", layout.VETH_HOST])
-        run(["ip", "link", "set", layout.VETH_HOST, "up"])
-        ns = ["ip", "netns", "exec", layout.NETNS]
-        run([*ns, "ip", "addr", "add", f"{layout.NODE_PROXY_IP}/30", "dev", layout.VETH_NODE])
-        run([*ns, "ip", "link", "set", layout.VETH_NODE, "up"])
+        run(["ip", "addr", "add", f"{node.host_ip}/30", "dev", node.veth_host])
+        run(["ip", "link", "set", node.veth_host, "up"])
+        ns = ["ip", "netns", "exec", node.netns]
+        run([*ns, "ip", "addr", "add", f"{node.proxy_ip}/30", "dev", node.veth_node])
+        run([*ns, "ip", "link", "set", node.veth_node, "up"])
         run([*ns, "ip", "link", "set", "lo", "up"])
-    add_hosts_entry()
 
 
-def add_hosts_entry(hosts: Path = HOSTS) -> None:
-    """The node name -> its proxy address, for the API server's kubelet connections."""
+def add_hosts_entry(hosts: Path = HOSTS, nodes: list[layout.Node] | None = None) -> None:
+    """Each node's name -> its proxy address, for the API server's kubelet connections.
+    The lab's lines (marked) are made exactly these: a removed node's line goes."""
+    nodes = nodes if nodes is not None else [layout.Node(1)]
     text = hosts.read_text()
-    if layout.HOSTS_MARK not in text:
-        sep = "" if not text or text.endswith("\n") else "\n"
-        line = f"{layout.NODE_PROXY_IP} {layout.NODE_NAME} {layout.HOSTS_MARK}\n"
-        replace_system_file(hosts, text + sep + line)
+    lines = text.splitlines(keepends=True)
+    kept = [ln for ln in lines if layout.HOSTS_MARK not in ln]
+    if kept and not kept[-1].endswith("\n"):
+        kept[-1] += "\n"
+    ours = [f"{n.proxy_ip} {n.name} {layout.HOSTS_MARK}\n" for n in nodes]
+    new = "".join(kept + ours)
+    if new != text:
+        replace_system_file(hosts, new)
 
 
 def remove_hosts_entry(hosts: Path = HOSTS) -> None:
@@ -181,21 +188,25 @@ def remove_hosts_entry(hosts: Path = HOSTS) -> None:
         replace_system_file(hosts, "".join(kept))
 
 
-def teardown_networking() -> None:
-    run(["ip", "link", "del", layout.VETH_HOST], check=False)
-    run(["ip", "netns", "del", layout.NETNS], check=False)
-    run(["ip", "link", "del", layout.POD_BRIDGE], check=False)
-    remove_hosts_entry()
+def teardown_networking(nodes: list[layout.Node] | None = None) -> None:
+    """Remove the nodes' veth pairs, netns and pod bridges, and (for the whole lab, i.e.
+    no list given) every marked /etc/hosts line; a list removes only those nodes' lines."""
+    for node in nodes if nodes is not None else [layout.Node(1)]:
+        run(["ip", "link", "del", node.veth_host], check=False)
+        run(["ip", "netns", "del", node.netns], check=False)
+        run(["ip", "link", "del", node.pod_bridge], check=False)
+    if nodes is None:
+        remove_hosts_entry()
 
 
-def write_cni_config(paths: layout.Paths) -> None:
+def write_cni_config(node: layout.Node) -> None:
     conf = {
         "cniVersion": "1.0.0",
-        "name": "abtest-lab",
+        "name": node.name,
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": layout.POD_BRIDGE,
+                "bridge": node.pod_bridge,
                 "isGateway": True,
                 # No masquerade and no portmap: the lab adds no iptables rules and pods
                 # reach nothing outside this machine.
@@ -203,33 +214,33 @@ def write_cni_config(paths: layout.Paths) -> None:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": layout.POD_SUBNET}]],
-                    "dataDir": str(paths.root / "cni" / "ipam"),
+                    "ranges": [[{"subnet": node.pod_subnet}]],
+                    "dataDir": str(node.cni_dir / "ipam"),
                 },
             }
         ],
     }
     write_file(
-        paths.root / "cni" / "net.d" / "10-abtest-lab.conflist",
+        node.cni_dir / "net.d" / f"10-{node.name}.conflist",
         json.dumps(conf, indent=2),
         PUBLIC_FILE,
     )
 
 
-def write_containerd_config(paths: layout.Paths) -> Path:
-    path = paths.root / "containerd" / "config.toml"
+def write_containerd_config(node: layout.Node) -> Path:
+    path = node.containerd_dir / "config.toml"
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     write_file(
         path,
         f"""version = 2
-root = "{paths.root / "containerd" / "root"}"
-state = "{paths.run / "containerd" / "state"}"
+root = "{node.containerd_dir / "root"}"
+state = "{node.run / "containerd" / "state"}"
 
 [grpc]
-  address = "{paths.containerd_socket}"
+  address = "{node.containerd_socket}"
 
 [ttrpc]
-  address = "{paths.run / "containerd" / "containerd.sock.ttrpc"}"
+  address = "{node.run / "containerd" / "containerd.sock.ttrpc"}"
 
 [{cri}]
   sandbox_image = "{layout.PAUSE_IMAGE}"
@@ -243,22 +254,44 @@ state = "{paths.run / "containerd" / "state"}"
         SystemdCgroup = false
   [{cri}.cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "{paths.root / "cni" / "net.d"}"
+    conf_dir = "{node.cni_dir / "net.d"}"
 """,
         PUBLIC_FILE,
     )
     return path
 
 
-def remove_kubepods_cgroups() -> None:
-    """Remove the (empty) cgroups kubelet created, deepest first; busy ones stay."""
-    root = Path("/sys/fs/cgroup")
-    for controller in root.iterdir():
-        top = controller / "kubepods"
-        if not top.is_dir():
+def make_cgroup_root(name: str, root: Path = CGROUP_ROOT) -> None:
+    """Create a node's cgroup root (`/abtest-lab-2`) in every hierarchy where the host has
+    a cgroup mounted: the kubelet refuses a cgroupRoot that does not exist. A new cpuset
+    cgroup has no CPUs or memory nodes: the parent's are copied, or no task could join."""
+    for hierarchy in sorted(root.iterdir()):
+        if not is_mount_point(hierarchy):
             continue
+        target = hierarchy / name.strip("/")
+        if target.is_dir():
+            continue
+        target.mkdir()
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            if (hierarchy / knob).exists() and not (target / knob).read_text().strip():
+                (target / knob).write_text((hierarchy / knob).read_text())
+
+
+def remove_kubepods_cgroups(
+    tops: tuple[str, ...] = ("kubepods",), root: Path = CGROUP_ROOT
+) -> None:
+    """Remove the (empty) cgroups kubelet created under each of `tops` (and `tops`
+    themselves), deepest first; busy ones stay."""
+    for controller in root.iterdir():
+        for name in tops:
+            _remove_cgroup_tree(controller / name.strip("/"))
+
+
+def _remove_cgroup_tree(top: Path) -> None:
+    if top.is_dir():
         for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
             if path.is_dir():
+                # A busy cgroup stays; `lab status` lists what is left (residue.py).
                 with contextlib.suppress(OSError):
                     path.rmdir()
         with contextlib.suppress(OSError):

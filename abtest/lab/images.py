@@ -113,9 +113,11 @@ def write_oci_archive(out: Path, ref: str, layer: bytes, cmd: list[str]) -> None
             tar.addfile(info, io.BytesIO(raw))
 
 
-def import_images(paths: layout.Paths) -> None:
+def import_images(paths: layout.Paths, node: layout.Node | None = None) -> None:
+    """Import both images into `node`'s containerd (default node 1): each node has its own."""
+    node = node or layout.Node(1, paths)
     layer = _rootfs_layer(Path("/bin/busybox"))
-    ctr = ["ctr", "--address", str(paths.containerd_socket), "-n", "k8s.io"]
+    ctr = ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io"]
     for ref, cmd in ((layout.BUSYBOX_IMAGE, ["sh"]), (layout.PAUSE_IMAGE, PAUSE_CMD)):
         archive = paths.root / "images" / (ref.rsplit("/", 1)[1].replace(":", "_") + ".tar")
         write_oci_archive(archive, ref, layer, cmd)

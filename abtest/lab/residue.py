@@ -11,10 +11,11 @@ build cache, not lab state.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from abtest.lab import components, host, layout, sshd
-from abtest.lab.layout import LabState, Paths
+from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.processes import alive, read_pid
 
 # Programs the lab runs; a process counts as the lab's when it is one of these and its
@@ -64,6 +65,13 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
         if alive(pid, components.EXPECT[name]):
             out.append(f"process: {name} (pid {pid}) is running")
     named = {read_pid(paths.pids, n) for n in components.ORDER}
+    extra = [Node(i, paths) for i in _other_node_indexes(paths)]
+    for node in extra:
+        for name in components.NODE_COMPONENTS:
+            pid = read_pid(node.pids, name)
+            named.add(pid)
+            if alive(pid, components.EXPECT[name]):
+                out.append(f"process: {node.name} {name} (pid {pid}) is running")
     for pid, program in lab_processes(paths):
         if pid not in named:
             out.append(f"process: {program} (pid {pid}) runs from the lab's directories")
@@ -90,18 +98,38 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
             )
     if host.CGROUP_ROOT.is_dir():
         for controller in sorted(host.CGROUP_ROOT.iterdir()):
-            if (controller / "kubepods").is_dir():
-                out.append(f"cgroup: {controller / 'kubepods'}")
-    if Path("/run/netns", layout.NETNS).exists():
-        out.append(f"netns: {layout.NETNS}")
-    for link in (layout.VETH_HOST, layout.POD_BRIDGE):
-        if Path("/sys/class/net", link).exists():
-            out.append(f"network link: {link}")
-    if host.HOSTS.exists() and layout.HOSTS_MARK in host.HOSTS.read_text():
-        out.append(f"/etc/hosts: the line for {layout.NODE_NAME} ({layout.HOSTS_MARK})")
+            for top in sorted(controller.iterdir()) if controller.is_dir() else []:
+                if top.is_dir() and (
+                    top.name == "kubepods" or (layout.node_index(top.name) or 0) >= 2
+                ):
+                    out.append(f"cgroup: {top}")
+    netns = Path("/run/netns")
+    for entry in sorted(netns.iterdir()) if netns.is_dir() else []:
+        if layout.node_index(entry.name) is not None:
+            out.append(f"netns: {entry.name}")
+    links = Path("/sys/class/net")
+    for entry in sorted(links.iterdir()) if links.is_dir() else []:
+        if LINK.fullmatch(entry.name):
+            out.append(f"network link: {entry.name}")
+    if host.HOSTS.exists():
+        for line in host.HOSTS.read_text().splitlines():
+            if layout.HOSTS_MARK in line:
+                out.append(f"/etc/hosts: the line {line.strip()!r}")
     if paths.run.exists():
         out.append(f"directory: {paths.run}")
     return out
+
+
+# The lab's veth ends (abtlab0, abtlab1, ...) and pod bridges (abtlab-br0, ...).
+LINK = re.compile(r"abtlab(-br)?[0-9]+")
+
+
+def _other_node_indexes(paths: Paths) -> list[int]:
+    found: set[int] = set()
+    for parent in (paths.root / "nodes", paths.run / "nodes"):
+        if parent.is_dir():
+            found |= {layout.node_index(e.name) or 0 for e in parent.iterdir()}
+    return sorted(i for i in found if i >= 2)
 
 
 def kept(paths: Paths) -> list[str]:
