@@ -77,7 +77,10 @@ def test_user_and_identity_file_from_home_ssh_config(
     assert ep.known_hosts == str(home / ".ssh" / "known_hosts")  # new keys go here
 
 
-def test_every_known_hosts_file_is_read_profile_first(tmp_path: Path) -> None:
+def test_every_known_hosts_file_is_read_profile_replaces_user_files(tmp_path: Path) -> None:
+    """The profile's known_hosts is `ssh -o UserKnownHostsFile=`: it replaces the config's
+    user files (so a profile pointing at an empty file really sees an unknown host); the
+    global files are still read."""
     target = _target(
         tmp_path,
         "Host node\n"
@@ -88,7 +91,7 @@ def test_every_known_hosts_file_is_read_profile_first(tmp_path: Path) -> None:
     assert ep.known_hosts_files == tuple(f"{tmp_path}/{n}" for n in ("u1", "u2", "g1", "g2"))
     assert ep.known_hosts == f"{tmp_path}/u1"
     ep = resolve(replace(target, known_hosts=str(tmp_path / "p")))
-    assert ep.known_hosts_files == tuple(f"{tmp_path}/{n}" for n in ("p", "u1", "u2", "g1", "g2"))
+    assert ep.known_hosts_files == tuple(f"{tmp_path}/{n}" for n in ("p", "g1", "g2"))
     assert ep.known_hosts == f"{tmp_path}/p"
 
 

@@ -136,10 +136,15 @@ def _endpoint(
     else:
         keys = tuple(str(Path(k).expanduser()) for k in options.get("identityfile") or ())
         keys = tuple(k for k in keys if Path(k).is_file())
-    user_files = _files(options.get("userknownhostsfile")) or list(DEFAULT_USER_KNOWN_HOSTS)
+    # the profile's file stands where `ssh -o UserKnownHostsFile=...` would: it replaces the
+    # config's user files (a profile pointing at another file must not be outvoted by them)
+    user_files = (
+        [known_hosts]
+        if known_hosts
+        else _files(options.get("userknownhostsfile")) or list(DEFAULT_USER_KNOWN_HOSTS)
+    )
     global_files = _files(options.get("globalknownhostsfile")) or list(DEFAULT_GLOBAL_KNOWN_HOSTS)
-    read = [known_hosts] if known_hosts else []
-    read += user_files + global_files
+    read = user_files + global_files
     expanded = tuple(dict.fromkeys(str(Path(f).expanduser()) for f in read))
     jumps: tuple[Endpoint, ...] = ()
     jump_spec = str(options.get("proxyjump") or "").strip()
