@@ -6,7 +6,9 @@ several profiles."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -360,3 +362,56 @@ def test_resume_after_a_failure_continues_every_node(store: Store) -> None:
     every = {s.key for s in plan.schedule.slots}
     assert done_keys(store, run_id, "node-a") == every
     assert done_keys(store, run_id, "node-b") == every
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def _second_profile(tmp_path: Path) -> Path:
+    """The lab profile for another node: its own node name and kubelet."""
+    text = (Path(__file__).parents[1] / "playbooks/nodes/lab.yaml").read_text()
+    text = text.replace("node_name: abtest-lab", "node_name: abtest-lab-2")
+    text = text.replace("profile: lab", "profile: lab-2")
+    text = text.replace("/kubelet/config.yaml", "/nodes/abtest-lab-2/kubelet/config.yaml")
+    path = tmp_path / "lab-2.yaml"
+    path.write_text(text)
+    return path
+
+
+def _plan_cli(tmp_path: Path, *profiles: str, json_out: bool) -> subprocess.CompletedProcess[str]:
+    args = ["plan", "--rounds", "2", "--sizes", "10", "--db", str(tmp_path / "empty.db")]
+    for p in profiles:
+        args += ["--profile", p]
+    return subprocess.run(
+        [sys.executable, "-m", "abtest", *args, *(["--json"] if json_out else [])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_plan_with_two_profiles_prints_each_nodes_schedule_and_one_nodes_wall_time(
+    tmp_path: Path,
+) -> None:
+    second = str(_second_profile(tmp_path))
+    one = json.loads(_plan_cli(tmp_path, "lab", json_out=True).stdout)
+    two_run = _plan_cli(tmp_path, "lab", second, json_out=True)
+    assert two_run.returncode == 0, two_run.stderr
+    two = json.loads(two_run.stdout)
+    assert two["nodes"] == ["abtest-lab", "abtest-lab-2"]
+    # the nodes run concurrently: the wall time is one node's, not twice it
+    assert two["estimate"]["seconds"] == pytest.approx(one["estimate"]["seconds"])
+    per_node = {n["node"]: n for n in two["per_node"]}
+    assert set(per_node) == {"abtest-lab", "abtest-lab-2"}
+    for n in per_node.values():
+        assert n["visits"] == len(one["schedule"]["visits"])
+        assert n["seconds"] == pytest.approx(one["estimate"]["seconds"])
+    # the pooled comparisons pair node/block: twice the blocks of one node
+    assert {p["blocks"] for p in two["power"]} == {4}
+    text = _plan_cli(tmp_path, "lab", second, json_out=False)
+    assert text.returncode == 0, text.stderr
+    out = " ".join(text.stdout.split())  # rich wraps long titles
+    assert "the same schedule on each of 2 nodes, concurrently" in out
+    assert "abtest-lab-2" in out and "per node" in out
+    assert "wall time one node's" in out

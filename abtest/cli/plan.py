@@ -14,7 +14,7 @@ from abtest.experiment.history import node_history, noise_history
 from abtest.experiment.plan import (
     PowerRow,
     build_plan,
-    estimate,
+    node_estimates,
     parse_percent,
     power_plan,
     restart_count,
@@ -50,13 +50,16 @@ def plan(
                           seed, qps, concurrency, namespace)  # fmt: skip
     p = build_plan(opts)
     detect_pct = parse_percent(detect, "--detect") if detect is not None else None
-    history = None
+    histories = {}
     rounds_before = None
     if db is not None or Store.exists():
         with Store(db) as store:
-            history = node_history(store, p.profiles[0].node_name, p.schedule.sizes)
+            for prof in p.profiles:
+                histories[prof.node_name] = node_history(store, prof.node_name, p.schedule.sizes)
             rounds_before = noise_history(store, p.profiles[0].node_name, p.schedule.sizes)
-    p_est = estimate(p, history)
+    # every node runs the same schedule at the same time: the wall time is the slowest node's
+    per_node = node_estimates(p, histories)
+    p_est = max((e for _, e in per_node), key=lambda e: e.seconds)
     power = power_plan(p, rounds_before, confidence=confidence, detect_pct=detect_pct)
     if json_out:
         data = p.to_dict()
@@ -68,6 +71,16 @@ def plan(
             "batch_s_by_size": p_est.batch_s_by_size,
             "source": p_est.source,
         }
+        data["per_node"] = [
+            {
+                "node": node,
+                "visits": len(p.schedule.visits),
+                "measured_rounds": p.schedule.measured_rounds,
+                "seconds": round(e.seconds, 1),
+                "source": e.source,
+            }
+            for node, e in per_node
+        ]
         print_json(data)
         return
     print_table(
@@ -79,13 +92,29 @@ def plan(
     for v in p.schedule.visits:
         warm = " (+warm-up)" if v.warmup else ""
         rows.append((v.block + 1, v.position + 1, v.arm, ", ".join(map(str, v.sizes)) + warm))
-    print_table(f"schedule (seed {p.schedule.seed})", ["block", "visit", "arm", "sizes"], rows)
+    fleet = len(p.profiles) > 1
+    title = f"schedule (seed {p.schedule.seed})"
+    if fleet:
+        title += f": the same schedule on each of {len(p.profiles)} nodes, concurrently"
+    print_table(title, ["block", "visit", "arm", "sizes"], rows)
     minutes = p_est.seconds / 60
     nodes = ", ".join(x.node_name for x in p.profiles)
+    if fleet:
+        print_table(
+            "per node",
+            ["node", "visits", "kubelet restarts", "measured rounds", "estimated min", "from"],
+            [
+                (node, len(p.schedule.visits), restart_count(p), p.schedule.measured_rounds,
+                 f"{e.seconds / 60:.0f}", e.source)
+                for node, e in per_node
+            ],
+        )  # fmt: skip
     console.print(
         f"{len(p.schedule.visits)} visits = {restart_count(p)} kubelet restarts, "
-        f"{p.schedule.measured_rounds} measured rounds on {nodes}; "
-        f"estimated {minutes:.0f} min ({p_est.source})"
+        f"{p.schedule.measured_rounds} measured rounds on {nodes}"
+        + (" (each)" if fleet else "")
+        + f"; estimated {minutes:.0f} min ({p_est.source})"
+        + ("; wall time one node's: the nodes run at the same time" if fleet else "")
     )
     _print_power(power, confidence)
 

@@ -7,7 +7,7 @@ touches nothing, ``abtest gates`` runs it.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -178,6 +178,17 @@ def estimate(plan: SweepPlan, history: dict[str, list[float]] | None) -> Estimat
     return Estimate(seconds, restart, cleanup, batch, source)
 
 
+def node_estimates(
+    plan: SweepPlan, histories: dict[str, dict[str, list[float]]]
+) -> list[tuple[str, Estimate]]:
+    """Each node's wall time from its own history. The nodes run the same schedule at the same
+    time, so the sweep takes the longest of these, not their sum."""
+    return [
+        (p.node_name, estimate(replace(plan, profiles=(p,)), histories.get(p.node_name)))
+        for p in plan.profiles
+    ]
+
+
 def _median(values: list[float] | None) -> float | None:
     clean = [v for v in values or [] if v is not None]
     return statistics.median(clean) if clean else None
@@ -225,7 +236,8 @@ def power_plan(
                 noise = default_noise(metric, size, "no earlier runs on this node")
             else:
                 noise = noise_from_history(history, metric=metric, size=size)
-            blocks = plan.playbook.rounds
+            # the pooled comparison pairs (node, block): every node adds its blocks
+            blocks = plan.playbook.rounds * len(plan.profiles)
             found = detectable(noise.sd_log_diff, blocks, confidence, power)
             needed = (
                 blocks_needed(noise.sd_log_diff, detect_pct, confidence, power)
