@@ -20,7 +20,7 @@ import pytest
 import scipy.stats as sps
 from fake_node import FakeKit, FakeNode
 
-from abtest.errors import ApplyFailed, UserError
+from abtest.errors import ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, same_node
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.sweep import SweepOptions, done_keys, run_sweep
@@ -415,3 +415,17 @@ def test_plan_with_two_profiles_prints_each_nodes_schedule_and_one_nodes_wall_ti
     assert "the same schedule on each of 2 nodes, concurrently" in out
     assert "abtest-lab-2" in out and "per node" in out
     assert "wall time one node's" in out
+
+
+def test_a_failed_preflight_on_one_node_leaves_every_node_untouched(store: Store) -> None:
+    """Every node's pre-flight passes before any node is changed: node-b's problem stops the
+    sweep while node-a has only been looked at (it would otherwise apply and restart)."""
+    plan = _fleet_plan("node-a", "node-b")
+    a = FakeNode("node-a")
+    b = FakeNode("node-b", preflight_problems=["kubelet: not running"])
+    with pytest.raises(NodeError, match="pre-flight failed on node-b"):
+        run_sweep(plan, store, SweepOptions(), lambda *_: None, kit=FakeKit(a, b))
+    a.verify()
+    b.verify()
+    assert [c for c in a.calls if c not in ("preflight", "close")] == [], a.calls
+    assert b.calls == ["preflight"]

@@ -122,6 +122,23 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -
     return run_id
 
 
+class PreflightGate:
+    """Several nodes: no node is changed until every node's pre-flight has passed, so one node
+    that cannot take part stops the sweep with every node untouched."""
+
+    def __init__(self, nodes: int) -> None:
+        self.nodes = nodes
+        self.passed = 0
+        self.mutex = threading.Lock()
+        self.open = threading.Event()
+
+    def arrive(self) -> None:
+        with self.mutex:
+            self.passed += 1
+            if self.passed >= self.nodes:
+                self.open.set()
+
+
 class NodeSweep:
     """One node's share of a sweep."""
 
@@ -142,6 +159,7 @@ class NodeSweep:
         self.outcome = NodeOutcome(profile.node_name, "running")
         self.uses_binaries = any(a.kubelet_binary for a in plan.arms)
         self.upto_block: int | None = None  # run only blocks below this (regress looks)
+        self.gate: PreflightGate | None = None  # several nodes: wait for every pre-flight
 
     def preflight(self, cluster: Cluster) -> None:
         problems = self.kit.preflight(
@@ -177,6 +195,10 @@ class NodeSweep:
         gen = self.plan.playbook.generator
         cluster = self.kit.cluster(self.profile, pool_size=max(32, gen.concurrency + 8))
         self.preflight(cluster)
+        if self.gate is not None:
+            self.gate.arrive()
+            while not self.gate.open.wait(0.05):
+                self._boundary()  # another node's pre-flight failed, or a signal: stop here
         self.kit.ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)
         failed = failed_arms(self.store, self.run_id)
@@ -365,8 +387,10 @@ def _sweep(
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
     stop = threading.Event()
     workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop, kit) for p in plan.profiles]
+    gate = PreflightGate(len(workers)) if len(workers) > 1 else None
     for w in workers:
         w.upto_block = upto_block
+        w.gate = gate
     status, reason = "finished", None
     try:
         if len(workers) == 1:
