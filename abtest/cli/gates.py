@@ -13,12 +13,8 @@ import typer
 from abtest.catalog import load_catalog
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.cli.sweep_progress import SweepDisplay, summary_rows
-from abtest.cli.until_resolved import resolve_options, sweep_until_resolved
 from abtest.errors import UserError
 from abtest.experiment.plan import build_plan, options_from_json
-from abtest.experiment.sweep import SweepOptions, resume_plan_check, run_sweep
-from abtest.store.db import Store
 
 
 def gates(
@@ -68,6 +64,13 @@ def gates(
     if list_:
         _list(catalog or "agc", json_out)
         return
+    # Imported only for a sweep: `gates --list` must start without the node and cluster layers
+    # (paramiko, the Kubernetes client, aiohttp) and pandas.
+    from abtest.cli.sweep_progress import SweepDisplay, summary_rows
+    from abtest.cli.until_resolved import resolve_options, sweep_until_resolved
+    from abtest.experiment.sweep import SweepOptions, resume_plan_check, run_sweep
+    from abtest.store.db import Store
+
     if resume:
         with Store(db) as store:
             stored = json.loads(store.run_row(resume)["plan_json"] or "{}")

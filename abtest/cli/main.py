@@ -1,32 +1,186 @@
-"""Entry point: builds the typer app from one module per command and maps errors to exits."""
+"""Entry point: builds the typer app from one module per command and maps errors to exits.
+
+Commands are loaded when invoked: `abtest --version` or `abtest gates --list` must not pay for
+importing the Kubernetes client, paramiko, aiohttp, matplotlib and pandas (seconds on a busy
+machine) that other commands need. `abtest --help` lists the commands from the summaries kept
+here (tests/test_startup_imports.py keeps them equal to each command's own help)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info, get_group_from_info
 
 from abtest import __version__
-from abtest.cli import analyze, batch, gates, lab, node, plan, regress, report, runs
 from abtest.errors import AbtestError, UserError
 from abtest.node.signals import Interrupted
 
+if TYPE_CHECKING:
+    from typer import _click
+    from typer._click.shell_completion import CompletionItem
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    module: str  # imported only when the command runs (or shows its own help)
+    attr: str  # a command function, or a typer.Typer for a command group
+    summary: str  # the first paragraph of its help: the line in `abtest --help`
+
+
+# In the order `abtest --help` lists them (typer's: commands first, then command groups).
+COMMANDS: dict[str, LazyCommand] = {
+    "batch": LazyCommand(
+        "abtest.cli.batch",
+        "batch",
+        "Run one pod batch on the node as it is (no config change), store it, show it.",
+    ),
+    "gates": LazyCommand(
+        "abtest.cli.gates",
+        "gates",
+        "List factors (--list), or measure them on a node: --all, or NAME...",
+    ),
+    "plan": LazyCommand(
+        "abtest.cli.plan",
+        "plan",
+        "Print the arms, the block schedule, kubelet restarts, an estimated duration and the\n"
+        "smallest change each comparison can detect. Nothing is touched.",
+    ),
+    "report": LazyCommand(
+        "abtest.cli.report",
+        "report",
+        "Render a stored run: tables with intervals, figures, tidy CSV/JSON.",
+    ),
+    "analyze": LazyCommand(
+        "abtest.cli.analyze",
+        "analyze",
+        "Compare every arm with the baseline: savings and percent reduction with intervals.",
+    ),
+    "regress": LazyCommand(
+        "abtest.cli.regress",
+        "regress",
+        "Decide PASS / FAIL / INCONCLUSIVE for a candidate kubelet (binary and/or settings)\n"
+        "against a reference, live on a node, from two stored runs, or from a rounds CSV.",
+    ),
+    "lab": LazyCommand(
+        "abtest.cli.lab",
+        "app",
+        "The embedded lab: a real Kubernetes (one node, or up to 3) on this machine.",
+    ),
+    "node": LazyCommand(
+        "abtest.cli.node",
+        "app",
+        "Check, show, change (apply) and restore a node's kubelet config over SSH.",
+    ),
+    "runs": LazyCommand(
+        "abtest.cli.runs",
+        "app",
+        "Stored runs, newest first; `abtest runs show RUN` for one run.",
+    ),
+}
+
+
+def load_target(name: str) -> Any:
+    """The command function or sub-app behind ``name`` (imports its module)."""
+    spec = COMMANDS[name]
+    return getattr(importlib.import_module(spec.module), spec.attr)
+
+
+def _load(name: str) -> _click.Command:
+    """The click command typer would have built had the command been registered up front:
+    registered on a scratch Typer exactly as before, converted with the root app's settings."""
+    target = load_target(name)
+    scratch = typer.Typer()
+    if isinstance(target, typer.Typer):
+        scratch.add_typer(target, name=name)
+        return get_group_from_info(
+            scratch.registered_groups[0],
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            suggest_commands=app.suggest_commands,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    scratch.command(name)(target)
+    return get_command_from_info(
+        scratch.registered_commands[0],
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+
+
+class _Commands(MutableMapping[str, "_click.Command"]):
+    """The root's commands by name: every name is known up front (typer lists them and suggests
+    near names from them), a command's module is imported the first time it is looked up."""
+
+    def __init__(self, given: Mapping[str, _click.Command]) -> None:
+        self.loaded: dict[str, _click.Command] = dict(given)
+        # While the root help or the completion of a command name is written, a stand-in
+        # carrying the summary is enough: nothing is imported for them.
+        self.listing = False
+
+    def __getitem__(self, name: str) -> _click.Command:
+        if name in self.loaded:
+            return self.loaded[name]
+        if name not in COMMANDS:
+            raise KeyError(name)
+        if self.listing:
+            return TyperCommand(name=name, help=COMMANDS[name].summary)
+        command = self.loaded[name] = _load(name)
+        return command
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self.loaded
+
+    def __setitem__(self, name: str, command: _click.Command) -> None:
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*COMMANDS, *(n for n in self.loaded if n not in COMMANDS)])
+
+    def __len__(self) -> int:
+        return len(COMMANDS.keys() | self.loaded.keys())
+
+
+class LazyGroup(TyperGroup):
+    """The root group, over :class:`_Commands`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = self.lazy = _Commands(self.commands)
+
+    @contextmanager
+    def _listing(self) -> Iterator[None]:
+        self.lazy.listing = True
+        try:
+            yield
+        finally:
+            self.lazy.listing = False
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        with self._listing():
+            super().format_help(ctx, formatter)
+
+    def shell_complete(self, ctx: _click.Context, incomplete: str) -> list[CompletionItem]:
+        with self._listing():
+            return super().shell_complete(ctx, incomplete)
+
+
 app = typer.Typer(
+    cls=LazyGroup,
     help="A/B test kubelet feature gates and config fields on batch pod start-up.",
     no_args_is_help=True,
     # --install-completion / --show-completion for bash, zsh, fish and PowerShell (typer's).
     add_completion=True,
     pretty_exceptions_enable=False,
 )
-app.add_typer(lab.app, name="lab")
-app.add_typer(node.app, name="node")
-app.command("batch")(batch.batch)
-app.command("gates")(gates.gates)
-app.command("plan")(plan.plan)
-app.command("report")(report.report)
-app.command("analyze")(analyze.analyze)
-app.command("regress")(regress.regress)
-app.add_typer(runs.app, name="runs")
 
 
 def _version(value: bool) -> None:

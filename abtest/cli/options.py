@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 
-from abtest.cluster.client import connect, probe
 from abtest.experiment.plan import PlanOptions
 from abtest.playbook import NodeProfile
 
@@ -99,5 +98,9 @@ def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None)
         kubeconfig=paths or profile.kubeconfig,
         kube_context=context or profile.kube_context,
     )
+    # Imported here: the Kubernetes client costs every command that never talks to a cluster
+    # (gates --list, plan) a second of start-up.
+    from abtest.cluster.client import connect, probe
+
     probe(connect(chosen.kubeconfig, context=chosen.kube_context))
     return chosen

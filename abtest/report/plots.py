@@ -15,16 +15,16 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure as MplFigure
 
 from abtest.report.fmt import level
 from abtest.report.model import ReportModel
 
-matplotlib.use("Agg")
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
 
 PALETTE = (
     "#4c72b0",
@@ -67,6 +67,8 @@ def render_figures(model: ReportModel) -> tuple[Figure, ...]:
 
 
 def to_svg(figure: MplFigure, salt: str) -> str:
+    import matplotlib
+
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
@@ -97,6 +99,12 @@ def _colors(model: ReportModel) -> dict[str, str]:
 
 
 def _new_figure(width: float, height: float) -> MplFigure:
+    # matplotlib is imported when a figure is drawn, not with the report package: analyze and
+    # `report --format json/csv` draw none and start a second sooner without it.
+    import matplotlib
+    from matplotlib.figure import Figure as MplFigure
+
+    matplotlib.use("Agg")
     figure = MplFigure(figsize=(width, height), layout="constrained")
     figure.set_facecolor("white")
     return figure
