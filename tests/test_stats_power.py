@@ -19,6 +19,7 @@ from abtest.errors import UserError
 from abtest.experiment.history import noise_history
 from abtest.experiment.plan import PlanOptions, build_plan, parse_percent, power_plan
 from abtest.report import build_model, build_tables, render_markdown
+from abtest.report.html import render_html
 from abtest.report.tidy import to_json
 from abtest.stats import compare_pair
 from abtest.stats.power import (
@@ -163,6 +164,8 @@ def test_report_carries_the_achieved_mde_in_every_format(store: Store) -> None:
     assert any("Detectable %" in n for n in savings.notes)
     markdown = render_markdown(model)
     assert f"< {found.mde_pct:.1f} if any" in markdown and "| Detectable % |" in markdown
+    html = render_html(model, figures=[])
+    assert "Detectable %" in html and f"&lt; {found.mde_pct:.1f} if any" in html
     doc = to_json(model)
     row = next(
         r for r in doc["comparisons"]
