@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as sps
-from fake_node import FakeKit, FakeNode
+from fake_node import FakeKit, FakeNode, fake_round
 
 from abtest.errors import ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, same_node
@@ -429,3 +429,56 @@ def test_a_failed_preflight_on_one_node_leaves_every_node_untouched(store: Store
     b.verify()
     assert [c for c in a.calls if c not in ("preflight", "close")] == [], a.calls
     assert b.calls == ["preflight"]
+
+
+# --------------------------------------------------------------------------- regress
+
+
+class SlowKit(FakeKit):
+    """Fake nodes whose rounds take 1.5x as long with kubeAPIQPS=3 in effect, 2 % noise."""
+
+    def __init__(self, *nodes: FakeNode, seed: int = 5) -> None:
+        super().__init__(*nodes)
+        self.rng = np.random.default_rng(seed)
+
+    def run_round(self, cluster: Any, *, node_name: str, size: int, **kw: Any) -> Any:
+        node = self.nodes[node_name]
+        node.record(f"round {size}", "round")
+        slow = 1.5 if node.config.get("kubeAPIQPS") == 3 else 1.0
+        seconds = float(slow * (0.5 + 0.02 * size) * math.exp(self.rng.normal(0.0, 0.02)))
+        node.phase = "applied"
+        return fake_round(node_name, kw["namespace"], size, kw["generator"], seconds)
+
+
+def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_verdict(
+    store: Store,
+) -> None:
+    from abtest.experiment.regress_live import LiveGateOptions, run_live
+    from abtest.playbook import load_playbook
+
+    profiles = _fleet_plan("node-a", "node-b").profiles
+    a, b = FakeNode("node-a"), FakeNode("node-b")
+    opts = LiveGateOptions(
+        profile="node-a",
+        profiles=("node-a", "node-b"),
+        nodes=profiles,
+        playbook=load_playbook("regression"),
+        reference="default",
+        candidate="kubeAPIQPS=3",
+        sizes=(10,),
+        metrics=("batch_ready_s",),
+        margin_pct=5.0,
+        confidence=0.95,
+        rounds=2,
+        max_rounds=4,
+        seed=3,
+    )
+    result = run_live(opts, store, lambda _m: None, kit=SlowKit(a, b))
+    a.verify()
+    b.verify()
+    assert result.verdict == "FAIL"  # 50 % slower against a 5 % margin
+    assert result.blocks == 2 and "node-a, node-b" in result.source
+    rows = store.query("SELECT DISTINCT node_name FROM rounds WHERE run_id = ?", (result.run_id,))
+    assert sorted(r[0] for r in rows) == ["node-a", "node-b"]
+    (d,) = result.decisions
+    assert d.n_pairs == 4  # 2 blocks on each of 2 nodes, paired node/block

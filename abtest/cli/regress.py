@@ -29,7 +29,12 @@ def regress(
     candidate: str = typer.Option(
         None, "--candidate", help="Live: a node state SPEC. With --csv: the candidate arm."
     ),
-    profile: str = typer.Option(None, "--profile", help="Node profile (live measurement)."),
+    profile: list[str] = typer.Option(
+        None,
+        "--profile",
+        help="Node profile (live measurement); repeat for several nodes: every node runs the "
+        "schedule at once, their blocks make one verdict.",
+    ),
     playbook: str = typer.Option("regression", "--playbook", help="Playbook name or path."),
     reference_run: str = typer.Option(None, "--reference-run", help="A stored run."),
     candidate_run: str = typer.Option(None, "--candidate-run", help="A stored run."),
@@ -122,7 +127,8 @@ def regress(
         from abtest.experiment.regress_live import LiveGateOptions, run_live
 
         live = LiveGateOptions(
-            profile=profile,
+            profile=profile[0],
+            profiles=tuple(profile),
             playbook=pb,
             reference=reference or "default",
             candidate=candidate or "default",
@@ -134,9 +140,9 @@ def regress(
             max_rounds=max_rounds or pb.max_rounds,
             seed=pb.seed if seed is None else seed,
             accept_new_host_key=accept_new_host_key,
-            node=o.with_kube(load_profile(profile), kubeconfig, context)
+            nodes=tuple(o.with_kube(load_profile(p), kubeconfig, context) for p in profile)
             if kubeconfig or context
-            else None,
+            else (),
         )
         try:
             with Store(db) as store:

@@ -11,6 +11,8 @@ from typing import Any
 
 from abtest.domain import Arm, Catalog, Scalar
 from abtest.errors import AbtestError, UserError
+from abtest.experiment.fleet import same_node
+from abtest.experiment.nodekit import NodeKit
 from abtest.experiment.plan import PlanOptions, SweepPlan
 from abtest.experiment.regress import analysable_rounds, decide, look_schedule
 from abtest.experiment.schedule import build_schedule
@@ -51,6 +53,10 @@ class LiveGateOptions:
     accept_new_host_key: bool = False
     #: the profile already loaded (with --kubeconfig/--context applied); None loads `profile`
     node: NodeProfile | None = None
+    #: several nodes (repeated --profile): every one runs the schedule, blocks from all of
+    #: them make one verdict; () is `profile` alone. ``nodes``: the same, already loaded.
+    profiles: tuple[str, ...] = ()
+    nodes: tuple[NodeProfile, ...] = ()
 
 
 def parse_spec(spec: str, flag: str) -> NodeState:
@@ -87,6 +93,11 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         Arm("candidate", frozenset(), cand.settings, cand.binary),
     )
     pb = opts.playbook
+    names = opts.profiles or (opts.profile,)
+    nodes = opts.nodes or (
+        (opts.node,) if opts.node and len(names) == 1 else tuple(load_profile(n) for n in names)
+    )
+    same_node(nodes)
     schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)
     catalog = Catalog("regress", "regress", "reference vs candidate", ())
     return SweepPlan(
@@ -96,10 +107,10 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         "regress",
         arms,
         schedule,
-        (opts.node or load_profile(opts.profile),),
+        nodes,
         PlanOptions(
             playbook=pb.source,
-            profiles=(opts.profile,),
+            profiles=names,
             rounds=blocks,
             sizes=opts.sizes,
             seed=opts.seed,
@@ -107,7 +118,9 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
     )
 
 
-def run_live(opts: LiveGateOptions, store: Store, say: Callable[[str], None]) -> GateResult:
+def run_live(
+    opts: LiveGateOptions, store: Store, say: Callable[[str], None], kit: NodeKit | None = None
+) -> GateResult:
     looks = look_schedule(opts.rounds, opts.max_rounds)
     plan = build_gate_plan(opts, looks[-1])
     sweep_opts = SweepOptions(kind="regress", accept_new_host_key=opts.accept_new_host_key)
@@ -127,7 +140,9 @@ def run_live(opts: LiveGateOptions, store: Store, say: Callable[[str], None]) ->
     run_id: str | None = None
     for number, blocks in enumerate(looks, start=1):
         say(f"look {number}/{len(looks)}: measuring up to {blocks} blocks")
-        result = run_sweep(plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks)
+        result = run_sweep(
+            plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks, kit=kit
+        )
         run_id = result.run_id
         # an arm that failed to apply (e.g. a candidate kubelet that will not start) was
         # rolled back by the node layer and recorded as failed; the gate cannot decide
@@ -166,7 +181,7 @@ def run_live(opts: LiveGateOptions, store: Store, say: Callable[[str], None]) ->
                 number,
                 len(looks),
                 blocks,
-                f"live run {run_id} on {plan.profiles[0].node_name}",
+                f"live run {run_id} on {', '.join(p.node_name for p in plan.profiles)}",
                 run_id,
             )
     raise AssertionError("unreachable: the last look always returns")
