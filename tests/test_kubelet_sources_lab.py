@@ -21,11 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from abtest.errors import UserError
 from abtest.node import kubelet_sources as ks
 from abtest.node import preflight
+from abtest.node.control import NodeController
+from abtest.node.lock import NodeLock
 from abtest.node.session import NodeSession
 from abtest.playbook import NodeProfile
 from abtest.store.db import Store
+from abtest.store.journal import Journal
 
 pytestmark = pytest.mark.lab
 
@@ -107,3 +111,23 @@ def test_preflight_passes_factors_no_flag_or_dropin_sets(
     sources = {i.name: i for i in report.items}["kubelet sources"]
     assert sources.ok, sources.detail
     assert "10-api.conf, 20-pods.conf" in sources.detail
+
+
+def test_node_apply_refuses_an_overridden_factor_before_any_change(
+    fake_kubelet: tuple[NodeProfile, Path], store: Store
+) -> None:
+    """`abtest node apply` does not run the pre-flight: its controller refuses by itself,
+    before writing or restarting (no "configz has X, expected Y" and rollback later)."""
+    profile, _ = fake_kubelet
+    config_before = _sha(profile.kubelet_config_path)
+    kubelet_before = LAB_PIDFILE.read_text()
+    with NodeController(profile, store) as ctl, pytest.raises(UserError) as err:
+        ctl.apply({GATE: True})
+    assert f"{GATE} is set on the kubelet's command line by `--feature-gates=" in str(err.value)
+    assert err.value.exit_code == 2
+    assert _sha(profile.kubelet_config_path) == config_before
+    assert LAB_PIDFILE.read_text() == kubelet_before
+    assert Journal(store).pending(profile.node_name) is None
+    with NodeSession(profile) as node:
+        lock = NodeLock(node.ssh, profile.lock_path, sudo=profile.sudo).read()
+    assert lock is None

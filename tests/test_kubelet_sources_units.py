@@ -33,6 +33,7 @@ class FakeSSH:
         self.procs = procs  # pid -> (argv, exe)
         self.files = files
         self.commands: list[list[str]] = []
+        self.links: dict[str, str] = {}  # symlink -> the file it names
 
     def run(self, argv: list[str], *, sudo: bool = False, timeout: float = 0) -> Result:
         self.commands.append(argv)
@@ -45,6 +46,8 @@ class FakeSSH:
                 return Result("cmdline", 1, "", "No such file or directory")
             raw = "".join(a + "\x00" for a in self.procs[pid][0]).encode()
             return Result("cmdline", 0, base64.b64encode(raw).decode(), "")
+        if argv[:2] == ["readlink", "-f"]:
+            return Result("realpath", 0, self.links.get(argv[3], argv[3]) + "\n", "")
         if argv[0] == "readlink":
             return Result("cwd", 0, "/var/lib/kubelet\n", "")
         if argv[0] == "find":
@@ -184,8 +187,15 @@ def test_the_kubelet_reading_the_profiles_file_is_chosen_among_several() -> None
 
 def test_a_kubelet_reading_another_file_fails_the_check() -> None:
     node = FakeNode(FakeSSH({11: ([BIN, "--config=/etc/other.yaml"], BIN)}, {}))
-    with pytest.raises(preflight._Failed, match=f"reads --config /etc/other.yaml, not .*{CONFIG}"):
+    with pytest.raises(UserError, match=f"reads --config /etc/other.yaml, not .*{CONFIG}"):
         sources_check(node, {})
+
+
+def test_a_config_path_through_a_symlink_is_the_same_file() -> None:
+    ssh = FakeSSH({11: ([BIN, "--config=/etc/kubelet/config.yaml", "--max-pods=3"], BIN)}, {})
+    ssh.links = {"/etc/kubelet/config.yaml": CONFIG}
+    with pytest.raises(UserError, match="--max-pods=3"):
+        sources_check(FakeNode(ssh), {"maxPods": 5})
 
 
 def test_a_relative_config_is_read_from_the_process_directory() -> None:

@@ -124,6 +124,9 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> NodeProfile:
 
     monkeypatch.setattr(NodeController, "running_view", running_view)
     monkeypatch.setattr(NodeController, "restart_and_wait", restart_and_wait)
+    # no kubelet process runs here to read flags and drop-ins from (that check is tested in
+    # tests/test_kubelet_sources_*.py)
+    monkeypatch.setattr(control.ks, "refuse_overridden", lambda *a, **k: None)
     lab = load_profile("lab")
     return replace(
         lab,

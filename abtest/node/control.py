@@ -38,6 +38,7 @@ from abtest.cluster.nodes import configz, feature_enabled, node_status
 from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError, UserError
 from abtest.node import kubelet_config as kc
+from abtest.node import kubelet_sources as ks
 from abtest.node import remote_files as rf
 from abtest.node.binary import KubeletBinary
 from abtest.node.config_file import BACKUP_SUFFIX, ConfigFile
@@ -271,6 +272,8 @@ class NodeController:
                 todo="check the names (abtest node show); --skip-factor-check lets the "
                 "kubelet itself decide",
             )
+        if check_known and paths:  # a flag or drop-in setting one would win over the file
+            ks.refuse_overridden(self.session, paths)
         before = dict(pending.applied.get("before", {})) if pending else {}
         before.update(
             {k: v for k, v in running_values(paths, config, gates).items() if k not in before}

@@ -31,123 +31,9 @@ from typing import Any
 
 from abtest.errors import NodeError, UserError
 from abtest.node import kubelet_config as kc
+from abtest.node.kubelet_flags import FLAG_FIELDS
 from abtest.node.session import NodeSession
 
-#: Command-line flag -> KubeletConfiguration (v1beta1 JSON) path, for every flag that
-#: ``options.AddKubeletConfigFlags`` and ``logsapi.AddFlags`` bind to a config field in
-#: kubernetes v1.34.4 (cmd/kubelet/app/options/options.go; names from k8s.io/kubelet
-#: config/v1beta1/types.go). Flags that are not config fields (--config, --kubeconfig,
-#: --hostname-override, ...) are absent: they cannot override a factor.
-FLAG_FIELDS: dict[str, str] = {
-    "enable-server": "enableServer",
-    "fail-swap-on": "failSwapOn",
-    "pod-manifest-path": "staticPodPath",
-    "sync-frequency": "syncFrequency",
-    "file-check-frequency": "fileCheckFrequency",
-    "http-check-frequency": "httpCheckFrequency",
-    "manifest-url": "staticPodURL",
-    "manifest-url-header": "staticPodURLHeader",
-    "address": "address",
-    "port": "port",
-    "read-only-port": "readOnlyPort",
-    "fail-cgroupv1": "failCgroupV1",
-    "container-runtime-endpoint": "containerRuntimeEndpoint",
-    "image-service-endpoint": "imageServiceEndpoint",
-    "anonymous-auth": "authentication.anonymous.enabled",
-    "authentication-token-webhook": "authentication.webhook.enabled",
-    "authentication-token-webhook-cache-ttl": "authentication.webhook.cacheTTL",
-    "client-ca-file": "authentication.x509.clientCAFile",
-    "authorization-mode": "authorization.mode",
-    "authorization-webhook-cache-authorized-ttl": "authorization.webhook.cacheAuthorizedTTL",
-    "authorization-webhook-cache-unauthorized-ttl": "authorization.webhook.cacheUnauthorizedTTL",
-    "tls-cert-file": "tlsCertFile",
-    "tls-private-key-file": "tlsPrivateKeyFile",
-    "rotate-server-certificates": "serverTLSBootstrap",
-    "tls-cipher-suites": "tlsCipherSuites",
-    "tls-min-version": "tlsMinVersion",
-    "rotate-certificates": "rotateCertificates",
-    "registry-qps": "registryPullQPS",
-    "registry-burst": "registryBurst",
-    "event-qps": "eventRecordQPS",
-    "event-burst": "eventBurst",
-    "enable-debugging-handlers": "enableDebuggingHandlers",
-    "contention-profiling": "enableContentionProfiling",
-    "healthz-port": "healthzPort",
-    "healthz-bind-address": "healthzBindAddress",
-    "oom-score-adj": "oomScoreAdj",
-    "cluster-domain": "clusterDomain",
-    "volume-plugin-dir": "volumePluginDir",
-    "cluster-dns": "clusterDNS",
-    "streaming-connection-idle-timeout": "streamingConnectionIdleTimeout",
-    "node-status-update-frequency": "nodeStatusUpdateFrequency",
-    "minimum-image-ttl-duration": "imageMinimumGCAge",
-    "image-gc-high-threshold": "imageGCHighThresholdPercent",
-    "image-gc-low-threshold": "imageGCLowThresholdPercent",
-    "volume-stats-agg-period": "volumeStatsAggPeriod",
-    "feature-gates": "featureGates",
-    "kubelet-cgroups": "kubeletCgroups",
-    "system-cgroups": "systemCgroups",
-    "provider-id": "providerID",
-    "cgroups-per-qos": "cgroupsPerQOS",
-    "cgroup-driver": "cgroupDriver",
-    "cgroup-root": "cgroupRoot",
-    "cpu-manager-policy": "cpuManagerPolicy",
-    "cpu-manager-policy-options": "cpuManagerPolicyOptions",
-    "cpu-manager-reconcile-period": "cpuManagerReconcilePeriod",
-    "qos-reserved": "qosReserved",
-    "topology-manager-policy": "topologyManagerPolicy",
-    "runtime-request-timeout": "runtimeRequestTimeout",
-    "hairpin-mode": "hairpinMode",
-    "max-pods": "maxPods",
-    "pod-cidr": "podCIDR",
-    "pod-max-pids": "podPidsLimit",
-    "resolv-conf": "resolvConf",
-    "runonce": "runOnce",
-    "cpu-cfs-quota": "cpuCFSQuota",
-    "cpu-cfs-quota-period": "cpuCFSQuotaPeriod",
-    "enable-controller-attach-detach": "enableControllerAttachDetach",
-    "make-iptables-util-chains": "makeIPTablesUtilChains",
-    "container-log-max-size": "containerLogMaxSize",
-    "container-log-max-files": "containerLogMaxFiles",
-    "allowed-unsafe-sysctls": "allowedUnsafeSysctls",
-    "node-status-max-images": "nodeStatusMaxImages",
-    "kernel-memcg-notification": "kernelMemcgNotification",
-    "local-storage-capacity-isolation": "localStorageCapacityIsolation",
-    "max-open-files": "maxOpenFiles",
-    "kube-api-content-type": "contentType",
-    "kube-api-qps": "kubeAPIQPS",
-    "kube-api-burst": "kubeAPIBurst",
-    "serialize-image-pulls": "serializeImagePulls",
-    "eviction-hard": "evictionHard",
-    "eviction-soft": "evictionSoft",
-    "eviction-soft-grace-period": "evictionSoftGracePeriod",
-    "eviction-pressure-transition-period": "evictionPressureTransitionPeriod",
-    "eviction-max-pod-grace-period": "evictionMaxPodGracePeriod",
-    "eviction-minimum-reclaim": "evictionMinimumReclaim",
-    "pods-per-core": "podsPerCore",
-    "protect-kernel-defaults": "protectKernelDefaults",
-    "reserved-cpus": "reservedSystemCPUs",
-    "topology-manager-scope": "topologyManagerScope",
-    "topology-manager-policy-options": "topologyManagerPolicyOptions",
-    "system-reserved": "systemReserved",
-    "kube-reserved": "kubeReserved",
-    "enforce-node-allocatable": "enforceNodeAllocatable",
-    "system-reserved-cgroup": "systemReservedCgroup",
-    "kube-reserved-cgroup": "kubeReservedCgroup",
-    "memory-manager-policy": "memoryManagerPolicy",
-    "reserved-memory": "reservedMemory",
-    "register-node": "registerNode",
-    "register-with-taints": "registerWithTaints",
-    # logsapi.AddFlags (k8s.io/component-base/logs/api/v1/options.go)
-    "logging-format": "logging.format",
-    "log-flush-frequency": "logging.flushFrequency",
-    "v": "logging.verbosity",
-    "vmodule": "logging.vmodule",
-    "log-text-split-stream": "logging.options.text.splitStream",
-    "log-text-info-buffer-size": "logging.options.text.infoBufferSize",
-    "log-json-split-stream": "logging.options.json.splitStream",
-    "log-json-info-buffer-size": "logging.options.json.infoBufferSize",
-}
 #: pflag shorthands the kubelet registers (``-v``)
 SHORTHANDS = {"v": "v"}
 DROPIN_SUFFIX = ".conf"  # mergeKubeletConfigurations: filepath.Ext(name) == ".conf"
@@ -414,6 +300,11 @@ def _cwd(node: NodeSession, pid: int) -> str | None:
     return (res.stdout.strip() or None) if res.ok else None
 
 
+def _realpath(node: NodeSession, path: str) -> str:
+    res = node.ssh.run(["readlink", "-f", "--", path], sudo=node.profile.sudo, timeout=30)
+    return (res.stdout.strip() or path) if res.ok else path
+
+
 def _dropins(node: NodeSession, directory: str) -> tuple[DropIn, ...]:
     sudo = node.profile.sudo
     # WalkDir does not follow a symlinked directory, but reads a symlink named *.conf
@@ -460,6 +351,14 @@ def read_sources(node: NodeSession) -> tuple[KubeletSources, str | None]:
         s.pid: config_mismatch(s, profile.kubelet_config_path, cwds.get(s.pid)) for s in found
     }
     ours = [s for s in found if mismatch[s.pid] is None]
+    if not ours:  # the same file through a symlink is the same file
+        real = _realpath(node, profile.kubelet_config_path)
+        ours = [
+            s
+            for s in found
+            if s.config_file
+            and _realpath(node, posixpath.join(cwds.get(s.pid) or "/", s.config_file)) == real
+        ]
     chosen = ours[0] if ours else found[0]
     problem = None
     if not ours:
@@ -472,3 +371,20 @@ def read_sources(node: NodeSession) -> tuple[KubeletSources, str | None]:
             chosen.pid, chosen.argv, chosen.flags, directory, _dropins(node, directory)
         )
     return chosen, problem
+
+
+def refuse_overridden(node: NodeSession, paths: Iterable[str]) -> KubeletSources:
+    """The running kubelet's sources, after refusing (UserError, nothing changed) when it
+    does not read the profile's config file or when a flag or drop-in sets one of ``paths``."""
+    profile = node.profile
+    sources, mismatch = read_sources(node)
+    if mismatch:
+        raise UserError(
+            mismatch,
+            profile.node_name,
+            "set kubelet.config_path in the profile to the file the kubelet reads",
+        )
+    found = conflicts(sources, paths)
+    if found:
+        raise refusal(found, node=profile.node_name, config_path=profile.kubelet_config_path)
+    return sources

@@ -139,14 +139,7 @@ def _config(node: NodeSession, out: list[str]) -> str:
 def _sources(node: NodeSession, settings: Mapping[str, Scalar]) -> str:
     """The running kubelet reads the profile's config file, and no factor is also set by a
     flag or a drop-in (either would win over the file: see abtest.node.kubelet_sources)."""
-    sources, mismatch = ks.read_sources(node)
-    if mismatch:
-        raise _Failed(mismatch)
-    found = ks.conflicts(sources, settings)
-    if found:
-        profile = node.profile
-        raise ks.refusal(found, node=profile.node_name, config_path=profile.kubelet_config_path)
-    return sources.describe()
+    return ks.refuse_overridden(node, settings).describe()
 
 
 def _image(node: NodeSession, image: str) -> str:
