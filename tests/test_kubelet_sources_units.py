@@ -62,8 +62,9 @@ class FakeSSH:
 
 class FakeNode:
     def __init__(self, ssh: FakeSSH, **profile_changes: Any) -> None:
+        changes = {"pid_command": None, **profile_changes}
         self.profile = dataclasses.replace(
-            load_profile("kubeadm-systemd"), kubelet_config_path=CONFIG, **profile_changes
+            load_profile("kubeadm-systemd"), kubelet_config_path=CONFIG, **changes
         )
         self.ssh = ssh
         self.shell: list[str] = []
@@ -224,6 +225,23 @@ def test_pid_command_from_the_profile_is_used_and_validated(tmp_path: Path) -> N
 def test_profile_field_pid_command_parses(tmp_path: Path) -> None:
     src = Path(load_profile("kubeadm-systemd").source).read_text()
     path = tmp_path / "p.yaml"
-    path.write_text(src.replace("  binary_path:", "  pid_command: pidof kubelet\n  binary_path:"))
+    path.write_text(
+        src.replace("systemctl show --property MainPID --value kubelet", "pidof kubelet")
+    )
     assert parse_profile(path).pid_command == "pidof kubelet"
-    assert load_profile("kubeadm-systemd").pid_command is None
+    assert load_profile("lab").pid_command is None  # the processes running binary_path
+    # a systemd unit's MainPID; 0 while it is stopped, which no process has
+    assert load_profile("kubeadm-systemd").pid_command == (
+        "systemctl show --property MainPID --value kubelet"
+    )
+
+
+def test_a_stopped_unit_main_pid_0_is_no_kubelet() -> None:
+    node = FakeNode(
+        FakeSSH({}, {}), pid_command="systemctl show --property MainPID --value kubelet"
+    )
+    node.profile_command = lambda command, timeout=0: Result(command, 0, "0\n", "")  # type: ignore[method-assign]
+    with pytest.raises(
+        UserError, match=re.escape("no running kubelet found by kubelet.pid_command")
+    ):
+        sources_check(node, {})
