@@ -71,6 +71,7 @@ def test_a_large_effect_resolves_at_the_first_look_and_the_sweep_stops(
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)
     run_id, looks = out["run_id"], out["until_resolved"]
+    print(looks["summary"])  # the figures, for `pytest -rP`
     assert out["status"] == "finished" and out["nodes"][0]["failed_arms"] == {}
     assert looks["looks"] == [3, 6] and looks["resolved"] is True and looks["open"] == []
     assert looks["look_confidence"] == pytest.approx(1 - 0.05 / 2)
