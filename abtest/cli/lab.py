@@ -21,8 +21,9 @@ def up(
         "--nodes",
         help=f"How many nodes (1-{layout.MAX_NODES}): each its own kubelet and containerd, "
         f"named {layout.NODE_NAME}, {layout.NODE_NAME}-2, ... At most {layout.MAX_NODES} on "
-        "this 2-core machine: an idle node costs ~150 MiB and a few % of a core, but the "
-        "control plane and the other kubelets must leave the node under test a core. On a "
+        "this 2-core machine: an idle node costs ~130 MiB and ~1 % of a core, but a fleet "
+        "sweep runs a batch on every node at once and 3 batches already share the 2 cores "
+        "with the control plane. On a "
         "running lab, adds or removes nodes only (down to N; removed nodes' Node objects are "
         "deleted).",
     ),

@@ -117,7 +117,8 @@ def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatu
     host.require_root()
     current = status(paths)
     control_ok = all(c.healthy for c in current.components)
-    first_ok = control_ok and current.nodes[0].ready and current.nodes[0].up
+    one = current.nodes[0]
+    first_ok = control_ok and one.ready and one.up and all(one.healthy.values())
     if (
         _healthy(current)
         and len(current.nodes) == nodes
@@ -246,15 +247,12 @@ def _resize(paths: Paths, count: int, say: Say) -> None:
         state.save(paths)
     _delete_stale_node_objects(paths, state.ports, count, say)
     want = layout.nodes(count, paths)
-    running = {n.name for n in status(paths).nodes if n.up}
-    added = [n for n in want if n.name not in running]
-    taken = {
-        p
-        for k, p in state.ports.items()
-        if k not in {n.port_key(kind) for n in added for kind in lab_nodes.PREFERRED_NODE_PORTS}
-    }
+    fine = {n.name for n in status(paths).nodes if n.up and all(n.healthy.values())}
+    added = [n for n in want[1:] if n.name not in fine]
+    # A node that has ports already keeps them: its kubelet config (kept) names them.
+    new = [n for n in added if n.port_key("kubelet") not in state.ports]
     ports = dict(state.ports)
-    _node_ports(added, state.ports, ports, taken)
+    _node_ports(new, state.ports, ports, set(ports.values()))
     state.ports = ports
     state.nodes = count
     state.save(paths)

@@ -36,9 +36,10 @@ KUBELET_API_BURST = 10
 BUSYBOX_IMAGE = "docker.io/library/busybox:1.36.1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # How many nodes `lab up --nodes N` may run on this machine. Each extra node is a kubelet
-# and a containerd (about 150 MiB RSS and a few % of one core at idle, measured); the cap is
-# set by the 2 cores, not memory: the control plane, N idle kubelets and a 150-pod batch
-# must still leave the node under test a core, or every timing measures the neighbours.
+# and a containerd: ~126 MiB RSS (kubelet ~80, containerd ~47) and ~1-1.2 % of one core at
+# idle (measured on the lab, 30 s windows). Memory would allow dozens; the cap is the 2
+# cores: a fleet sweep runs a batch on every node at once through one API server, and three
+# concurrent batches already queue for CPU, so more nodes would time the neighbours.
 MAX_NODES = 3
 
 
