@@ -170,7 +170,10 @@ def apply(
     break_lock: bool = BREAK,
     accept_new_host_key: bool = ACCEPT,
     skip_factor_check: bool = typer.Option(
-        False, "--skip-factor-check", help="Do not refuse factors the kubelet does not list."
+        False,
+        "--skip-factor-check",
+        help="Do not refuse factors the kubelet does not list, or that a kubelet flag or "
+        "drop-in file overrides.",
     ),
     db: Path | None = DB,
     json_out: bool = JSON,
