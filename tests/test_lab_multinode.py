@@ -422,3 +422,34 @@ def test_down_removes_every_node_and_up_leaves_one_without_stale_node_objects(
     assert _node_names() == {"abtest-lab"}
     assert not two.home.exists() and not two.run.exists()
     assert "abtest-lab-2" not in host.HOSTS.read_text()
+
+
+@pytest.mark.lab
+def test_up_one_after_three_leaves_one_node_and_touches_nothing_of_node_one(
+    two_nodes: dict[str, Any],
+) -> None:
+    def kubelet_pid() -> int:
+        return int(_status()["nodes"][0]["components"]["kubelet"]["pid"])
+
+    first = kubelet_pid()
+    three = _abtest("lab", "up", "--nodes", "3")
+    assert three.returncode == 0, three.stdout + three.stderr
+    st = _status()
+    assert [(n["name"], n["ready"], n["healthy"]) for n in st["nodes"]] == [
+        ("abtest-lab", True, True),
+        ("abtest-lab-2", True, True),
+        ("abtest-lab-3", True, True),
+    ]
+    assert _node_names() == {"abtest-lab", "abtest-lab-2", "abtest-lab-3"}
+    one = _abtest("lab", "up", "--nodes", "1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    st = _status()
+    assert st["up"] and st["ready"] and [n["name"] for n in st["nodes"]] == ["abtest-lab"]
+    assert _node_names() == {"abtest-lab"}
+    assert kubelet_pid() == first  # node 1 was never restarted
+    for node in (Node(2), Node(3)):
+        assert not node.home.exists() and not node.run.exists()
+        assert not Path("/run/netns", node.netns).exists()
+        assert not Path("/sys/class/net", node.pod_bridge).exists()
+        assert node.name not in host.HOSTS.read_text()
+        assert not any((c / node.name).exists() for c in host.CGROUP_ROOT.iterdir())
