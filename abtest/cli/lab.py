@@ -35,7 +35,9 @@ def up(
     st = control.up(say=lambda line: console.print(line, highlight=False), nodes=nodes)
     for node in st.nodes:
         console.print(
-            f"node: {node.name}   ssh: {st.ssh_target}   profile: {node.profile}", highlight=False
+            f"node: {node.name}   ssh: {st.ssh_target}   profile: {node.profile}",
+            highlight=False,
+            soft_wrap=True,  # a path split over two lines cannot be copied
         )
 
 
@@ -59,6 +61,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable
                 f"node {node.name}: {'Ready' if node.ready else 'not Ready'}, {health}, "
                 f"profile {node.profile}",
                 highlight=False,
+                soft_wrap=True,
             )
         for line in st.left_behind:
             console.print(f"left behind: {line}", highlight=False)
