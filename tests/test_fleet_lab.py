@@ -278,3 +278,27 @@ def test_sigterm_mid_fleet_sweep_restores_both_nodes(fleet: dict[str, Any], tmp_
     assert run["status"] == "interrupted" and "SIGTERM" in run["stop_reason"]
     cluster = connect(fleet["profiles"][0].kubeconfig)
     assert count_pods(cluster, "abtest-fleet", "") == 0
+
+
+def test_a_profile_whose_node_is_not_in_the_cluster_exits_2_and_touches_nothing(
+    fleet: dict[str, Any], tmp_path: Path
+) -> None:
+    text = (REPO / "playbooks/nodes/lab.yaml").read_text()
+    ghost = tmp_path / "ghost.yaml"
+    ghost.write_text(
+        text.replace("node_name: abtest-lab", "node_name: abtest-lab-9")
+        .replace("profile: lab", "profile: ghost")
+        .replace("/kubelet/config.yaml", "/nodes/abtest-lab-9/kubelet/config.yaml")
+    )
+    db = tmp_path / "ghost.sqlite"
+    args = _sweep_args(fleet, db)
+    i = args.index("--rounds")
+    proc = _abtest(*args[:i], "--profile", str(ghost), *args[i:], db=db)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("abtest:")]
+    assert len(errors) == 1 and "names node abtest-lab-9, which is not in its cluster" in errors[0]
+    assert "abtest-lab, abtest-lab-2" in errors[0]  # the nodes that are there
+    with Store(db) as store:
+        assert store.query("SELECT id FROM runs") == []
+        for p in fleet["profiles"]:
+            _as_before(p, fleet["originals"][p.node_name], store)
