@@ -482,3 +482,14 @@ def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_ve
     assert sorted(r[0] for r in rows) == ["node-a", "node-b"]
     (d,) = result.decisions
     assert d.n_pairs == 4  # 2 blocks on each of 2 nodes, paired node/block
+
+
+def test_credentials_that_may_not_list_nodes_skip_the_cluster_check() -> None:
+    """Listing nodes needs RBAC the per-node pre-flight does not (it gets its own node): a
+    cluster that will not say which nodes it has is left to each node's pre-flight."""
+
+    class NoList:
+        def cluster_nodes(self, profile: Any) -> None:
+            return None
+
+    check_fleet(_fleet_plan("node-a", "node-b").profiles, NoList())  # type: ignore[arg-type]

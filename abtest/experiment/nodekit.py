@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from abtest.batch.model import RoundResult
 from abtest.batch.round import run_round
 from abtest.batch.run_record import probe_environment
-from abtest.cluster.client import Cluster, connect
+from abtest.cluster.client import Cluster, Forbidden, connect
 from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
 from abtest.cluster.nodes import node_names
 from abtest.cluster.pods import count_pods
@@ -85,7 +85,7 @@ class NodeKit(Protocol):
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]: ...
 
-    def cluster_nodes(self, profile: NodeProfile) -> list[str]: ...
+    def cluster_nodes(self, profile: NodeProfile) -> list[str] | None: ...
 
     def preflight(
         self,
@@ -135,9 +135,13 @@ class RealNodes:
     def cluster(self, profile: NodeProfile, *, pool_size: int) -> Cluster:
         return connect(profile.kubeconfig, context=profile.kube_context, pool_size=pool_size)
 
-    def cluster_nodes(self, profile: NodeProfile) -> list[str]:
-        """The nodes of the profile's cluster (read only: the fleet checks run first)."""
-        return node_names(connect(profile.kubeconfig, context=profile.kube_context))
+    def cluster_nodes(self, profile: NodeProfile) -> list[str] | None:
+        """The nodes of the profile's cluster (read only: the fleet checks run first); None
+        when these credentials may not list nodes (the pre-flight only gets its own)."""
+        try:
+            return node_names(connect(profile.kubeconfig, context=profile.kube_context))
+        except Forbidden:
+            return None
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]:
         return probe_environment(
