@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,3 +186,43 @@ def test_parse_clock() -> None:
     assert parse_clock("1700000000.%N") == 1700000000.0  # busybox date
     assert parse_clock("1700000000.N\n") == 1700000000.0
     assert parse_clock("date: invalid") is None
+
+
+def test_restart_in_the_same_second_as_the_previous_kubelet_asks_the_lease() -> None:
+    """A rollback restart right after an apply's restart: both kubelets' heartbeats fall in
+    one second, so the 1 s heartbeat cannot tell them apart; the node Lease (microseconds)
+    renewed after the restart decides. (Seen on the lab: SIGTERM during an apply's restart,
+    then the rollback's Ready check waited for a heartbeat that would come 5 minutes later.)"""
+    from abtest.node.health import same_second_restart
+
+    restart = 1_000.6
+    hb = 1_000.0  # the previous kubelet's heartbeat, written 0.6 s before this restart
+    asked: list[int] = []
+
+    def lease(value: float | None) -> Callable[[], float | None]:
+        def read() -> float | None:
+            asked.append(1)
+            return value
+
+        return read
+
+    assert same_second_restart(
+        hb, node_restart_wall=restart, heartbeat_before=hb, lease_renewed=lease(1_000.9)
+    )
+    # the lease renewed before the restart: not proven
+    assert not same_second_restart(
+        hb, node_restart_wall=restart, heartbeat_before=hb, lease_renewed=lease(1_000.5)
+    )
+    assert not same_second_restart(
+        hb, node_restart_wall=restart, heartbeat_before=hb, lease_renewed=lease(None)
+    )
+    asked.clear()
+    # an old heartbeat: the new kubelet writes a newer second, the lease is not asked
+    assert not same_second_restart(
+        900.0, node_restart_wall=restart, heartbeat_before=900.0, lease_renewed=lease(1_001.0)
+    )
+    # a changed heartbeat is the ordinary rule's business
+    assert not same_second_restart(
+        1_001.0, node_restart_wall=restart, heartbeat_before=hb, lease_renewed=lease(1_001.0)
+    )
+    assert asked == []

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kubernetes import client
+
 from abtest.cluster.client import Cluster, api_call, node_proxy_get
 from abtest.errors import ClusterError
 
@@ -38,6 +40,17 @@ def node_names(cluster: Cluster, timeout: float = 10.0) -> list[str]:
     """The names of every Node object the API server has."""
     nodes: Any = cluster.core.list_node(_request_timeout=timeout)
     return [str(n.metadata.name) for n in nodes.items]
+
+
+@api_call
+def lease_renewed(cluster: Cluster, name: str, timeout: float = 10.0) -> float | None:
+    """When the node's kubelet last renewed its Lease in ``kube-node-lease``: a Unix time in
+    microseconds on the kubelet's own clock (the Ready heartbeat has only 1 s resolution).
+    None when the node has no lease."""
+    api = client.CoordinationV1Api(cluster.api_client)
+    lease: Any = api.read_namespaced_lease(name, "kube-node-lease", _request_timeout=timeout)
+    renew = lease.spec.renew_time if lease.spec else None
+    return renew.timestamp() if renew else None
 
 
 @api_call

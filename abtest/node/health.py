@@ -22,12 +22,12 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from abtest.cluster.client import Cluster
-from abtest.cluster.nodes import configz, feature_enabled, node_status
+from abtest.cluster.nodes import configz, feature_enabled, lease_renewed, node_status
 from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError
 from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
@@ -139,6 +139,25 @@ def heartbeat_fresh(
     if node_restart_wall is not None and heartbeat <= node_restart_wall - HEARTBEAT_SLACK_S:
         return False
     return heartbeat_before is None or heartbeat > heartbeat_before
+
+
+def same_second_restart(
+    heartbeat: float | None,
+    *,
+    node_restart_wall: float | None,
+    heartbeat_before: float | None,
+    lease_renewed: Callable[[], float | None],
+) -> bool:
+    """A restart right after another one (a rollback just after an apply's restart): the new
+    kubelet's heartbeat can fall in the same second as the previous kubelet's, so the 1 s
+    heartbeat cannot tell them apart. Then the node Lease decides: renewed (microseconds, the
+    node's clock) after the restart means the new kubelet reports to the API server."""
+    if heartbeat is None or heartbeat_before is None or node_restart_wall is None:
+        return False
+    if heartbeat != heartbeat_before or heartbeat <= node_restart_wall - 2 * HEARTBEAT_SLACK_S:
+        return False  # an older heartbeat: the new kubelet will write a newer second
+    renewed = lease_renewed()  # asked only in this narrow case
+    return renewed is not None and renewed > node_restart_wall
 
 
 def go_duration_seconds(text: str) -> float | None:
@@ -356,6 +375,17 @@ class HealthWaiter:
                     )
                     break
                 if st.ready and fresh:
+                    break
+                if st.ready and same_second_restart(
+                    hb,
+                    node_restart_wall=restarted_wall,
+                    heartbeat_before=heartbeat_before,
+                    lease_renewed=lambda: lease_renewed(self.cluster, self.profile.node_name),
+                ):
+                    report.messages.append(
+                        "heartbeat in the same second as the previous kubelet's; the node "
+                        "Lease was renewed after the restart"
+                    )
                     break
                 last = (
                     f"Ready={st.ready} ({st.reason}: {st.message})"
