@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from abtest import datafiles
-from abtest.domain import Catalog, Factor, FactorKind, Scalar
+from abtest.domain import POD_SPEC_KINDS, Catalog, Factor, FactorKind, FactorValue, Scalar
 from abtest.errors import UserError
 from abtest.schema import Fields, load_yaml_mapping
 
 GATE_NAME = re.compile(r"^[A-Za-z0-9]+$")
 FIELD_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
+# Names of factors that are not one kubelet path: they only name arms (``+crun``).
+FACTOR_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+# Kubernetes rules: a RuntimeClass name is a DNS-1123 subdomain; an annotation key is a
+# qualified name, an optional DNS-1123 subdomain prefix and "/", then a name of at most 63.
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _YAML11_KEYS = {True: "on", False: "off"}
-KINDS: dict[str, FactorKind] = {"feature_gate": "feature_gate", "config_field": "config_field"}
+KINDS: dict[str, FactorKind] = {
+    "feature_gate": "feature_gate",
+    "config_field": "config_field",
+    "kubelet_settings": "kubelet_settings",
+    "runtime_class": "runtime_class",
+    "pod_annotation": "pod_annotation",
+}
+_KEYS = {"name", "kind", "component", "on", "off", "summary", "availability", "expected_effect"}
 
 
 def load_catalog(name_or_path: str) -> Catalog:
@@ -22,16 +36,18 @@ def load_catalog(name_or_path: str) -> Catalog:
     return parse_catalog(path)
 
 
+def _yaml11(data: dict[Any, Any]) -> dict[Any, Any]:
+    # YAML 1.1 reads a bare `on:` / `off:` key as the booleans true / false.
+    return {_YAML11_KEYS.get(k, k) if isinstance(k, bool) else k: v for k, v in data.items()}
+
+
 def parse_catalog(path: Path) -> Catalog:
     top = Fields(load_yaml_mapping(path), path)
     top.only({"catalog", "description", "factors"})
     factors: list[Factor] = []
     seen: set[str] = set()
     for f in top.list_of_maps("factors"):
-        # YAML 1.1 reads a bare `on:` / `off:` key as the booleans true / false.
-        f.data = {
-            _YAML11_KEYS.get(k, k) if isinstance(k, bool) else k: v for k, v in f.data.items()
-        }
+        f.data = _yaml11(dict(f.data))
         factor = _parse_factor(f)
         if factor.name in seen:
             raise f.error("name", f"duplicate factor {factor.name!r}", "names must be unique")
@@ -46,23 +62,36 @@ def parse_catalog(path: Path) -> Catalog:
 
 
 def _parse_factor(f: Fields) -> Factor:
-    f.only({"name", "kind", "component", "on", "off", "summary", "availability", "expected_effect"})
-    name = f.text("name", required=True)
     kind_text = f.text("kind", required=True)
     if kind_text not in KINDS:
-        raise f.error("kind", f"unknown kind {kind_text!r}", "use feature_gate or config_field")
+        raise f.error("kind", f"unknown kind {kind_text!r}", "use one of " + ", ".join(KINDS))
     kind = KINDS[kind_text]
-    on = _scalar(f, "on")
-    off = _scalar(f, "off")
-    if kind == "feature_gate":
-        if not GATE_NAME.match(name):
-            raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
-        if not isinstance(on, bool) or not isinstance(off, bool):
-            raise f.error("on", "a feature gate's on/off values must be true or false")
-    elif not FIELD_PATH.match(name):
-        raise f.error(
-            "name", f"invalid KubeletConfiguration field path {name!r}", "e.g. kubeAPIQPS"
-        )
+    f.only(_KEYS | {"annotation"} if kind == "pod_annotation" else _KEYS)
+    name = f.text("name", required=True)
+    annotation: str | None = None
+    on: FactorValue
+    off: FactorValue
+    if kind == "kubelet_settings":
+        _check_name(f, name)
+        on, off = _settings_pair(f)
+    elif kind == "runtime_class":
+        _check_name(f, name)
+        on, off = _runtime_class(f, "on"), _runtime_class(f, "off")
+    elif kind == "pod_annotation":
+        _check_name(f, name)
+        annotation = _annotation_key(f)
+        on, off = _string(f, "on"), _string(f, "off")
+    else:
+        on, off = _scalar(f, "on"), _scalar(f, "off")
+        if kind == "feature_gate":
+            if not GATE_NAME.match(name):
+                raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
+            if not isinstance(on, bool) or not isinstance(off, bool):
+                raise f.error("on", "a feature gate's on/off values must be true or false")
+        elif not FIELD_PATH.match(name):
+            raise f.error(
+                "name", f"invalid KubeletConfiguration field path {name!r}", "e.g. kubeAPIQPS"
+            )
     if on == off:
         raise f.error("on", "on and off values are the same", "a factor must change something")
     return Factor(
@@ -71,21 +100,112 @@ def _parse_factor(f: Fields) -> Factor:
         on=on,
         off=off,
         summary=" ".join(f.text("summary", required=True).split()),
-        component=f.text("component", default="kubelet"),
+        component=f.text("component", default="pod" if kind in POD_SPEC_KINDS else "kubelet"),
         availability=f.text("availability", default="upstream"),
         expected_effect=f.text("expected_effect", default="unknown"),
+        annotation=annotation,
     )
+
+
+def _check_name(f: Fields, name: str) -> None:
+    if not FACTOR_NAME.match(name):
+        raise f.error("name", f"invalid factor name {name!r}", "use letters, digits, _ . -")
 
 
 def _scalar(f: Fields, key: str) -> Scalar:
     if key not in f.data:
         raise f.error(key, "missing required key")
-    value = f.data[key]
+    return _scalar_value(f, key, f.data[key])
+
+
+def _scalar_value(f: Fields, key: str, value: object) -> Scalar:
     if not isinstance(value, bool | int | float | str):
         raise f.error(key, f"expected a scalar (bool, number, string), got {type(value).__name__}")
     if isinstance(value, str) and any(ch in value for ch in "\n\r\x00"):
         raise f.error(key, "control characters are not allowed in values")
     return value
+
+
+def _string(f: Fields, key: str) -> str:
+    """An annotation value: Kubernetes annotations are strings, and YAML's `true` or `5` would
+    reach the API as something else, so they must be quoted."""
+    if key not in f.data:
+        raise f.error(key, "missing required key")
+    value = f.data[key]
+    if not isinstance(value, str):
+        raise f.error(
+            key,
+            f"an annotation value must be a string, got {type(value).__name__} {value!r}",
+            f'quote it, e.g. {key}: "{value}"',
+        )
+    return value
+
+
+def _runtime_class(f: Fields, key: str) -> str:
+    if key not in f.data:
+        raise f.error(key, "missing required key")
+    value = f.data[key]
+    if not isinstance(value, str) or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+        raise f.error(
+            key,
+            f"invalid RuntimeClass name {value!r}",
+            "a DNS-1123 subdomain: lowercase letters, digits, - and ., e.g. runc",
+        )
+    return value
+
+
+def _annotation_key(f: Fields) -> str:
+    key = f.text("annotation", required=True)
+    prefix, slash, name = key.rpartition("/")
+    problem = None
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        problem = "the name part must be 1-63 characters, alphanumeric at both ends, - _ . inside"
+    elif slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        problem = "the prefix before / must be a lowercase DNS subdomain"
+    if problem:
+        raise f.error(
+            "annotation",
+            f"invalid annotation key {key!r}: {problem}",
+            "e.g. agc.cloud.tencent.com/cube-template-mode",
+        )
+    return key
+
+
+def _settings_pair(f: Fields) -> tuple[FactorValue, FactorValue]:
+    """on: and off: of a kubelet_settings factor: mappings of dotted path -> scalar, same keys."""
+    levels = []
+    for key in ("on", "off"):
+        raw = f.data.get(key)
+        if not isinstance(raw, dict) or not raw:
+            raise f.error(
+                key,
+                "a kubelet_settings factor's value must be a non-empty mapping of "
+                "KubeletConfiguration path -> value",
+                "e.g. on: {kubeAPIQPS: 3, kubeAPIBurst: 10}",
+            )
+        pairs: list[tuple[str, Scalar]] = []
+        for path, value in raw.items():
+            if not isinstance(path, str) or not FIELD_PATH.match(path):
+                raise f.error(
+                    f"{key}.{path}",
+                    f"invalid KubeletConfiguration path {path!r}",
+                    "e.g. kubeAPIQPS or featureGates.Name",
+                )
+            v = _scalar_value(f, f"{key}.{path}", value)
+            if path.startswith("featureGates.") and not isinstance(v, bool):
+                raise f.error(f"{key}.{path}", "a feature gate's value must be true or false")
+            pairs.append((path, v))
+        levels.append(tuple(pairs))
+    on, off = levels
+    differ = sorted({p for p, _ in on} ^ {p for p, _ in off})
+    if differ:
+        raise f.error(
+            "off",
+            f"on and off must set the same paths; only one of them sets {', '.join(differ)}",
+            "list every path in both, with its value in each",
+        )
+    order = [p for p, _ in on]
+    return on, tuple(sorted(off, key=lambda kv: order.index(kv[0])))
 
 
 def select_factors(catalog: Catalog, names: list[str]) -> tuple[Factor, ...]:

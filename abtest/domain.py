@@ -2,30 +2,108 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-FactorKind = Literal["feature_gate", "config_field"]
+FactorKind = Literal[
+    "feature_gate", "config_field", "kubelet_settings", "runtime_class", "pod_annotation"
+]
 Scalar = bool | int | float | str
+#: Several KubeletConfiguration paths and their values, in catalog order (a tuple, not a
+#: dict, so factors stay hashable).
+Settings = tuple[tuple[str, Scalar], ...]
+FactorValue = Scalar | Settings
+
+#: Kinds that change what the pod carries, not the kubelet: no restart, rendered into the pod.
+POD_SPEC_KINDS = frozenset({"runtime_class", "pod_annotation"})
+
+
+def show_scalar(value: Scalar) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)
 class Factor:
-    """A named change to the node: a kubelet feature gate or a KubeletConfiguration field."""
+    """A named change: to the node (a kubelet feature gate, one KubeletConfiguration field, or
+    several fields at once) or to the pod (its RuntimeClass, or one annotation)."""
 
     name: str
     kind: FactorKind
-    on: Scalar
-    off: Scalar
+    on: FactorValue
+    off: FactorValue
     summary: str
     component: str = "kubelet"
     availability: str = "upstream"
     expected_effect: str = "unknown"
+    #: pod_annotation only: the annotation key whose value on/off set
+    annotation: str | None = None
+
+    @property
+    def is_pod_spec(self) -> bool:
+        return self.kind in POD_SPEC_KINDS
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The dotted KubeletConfiguration paths this factor sets (none for a pod-spec one)."""
+        return tuple(p for p, _ in self.kubelet_settings(True))
 
     @property
     def path(self) -> str:
-        """The dotted KubeletConfiguration path this factor sets."""
+        """The one KubeletConfiguration path of a gate or config_field factor."""
+        if self.kind not in ("feature_gate", "config_field"):
+            raise ValueError(f"factor {self.name} ({self.kind}) has no single kubelet path")
         return f"featureGates.{self.name}" if self.kind == "feature_gate" else self.name
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What this factor changes, one name per thing: kubelet paths, ``pod:runtimeClassName``
+        or ``pod:annotations/<key>``. Two factors of one design must not share a target."""
+        if self.kind == "runtime_class":
+            return ("pod:runtimeClassName",)
+        if self.kind == "pod_annotation":
+            return (f"pod:annotations/{self.annotation}",)
+        return self.paths
+
+    def value(self, on: bool) -> FactorValue:
+        return self.on if on else self.off
+
+    def kubelet_settings(self, on: bool) -> Settings:
+        """The kubelet part of this factor at its on or off level (empty for pod-spec kinds)."""
+        if self.is_pod_spec:
+            return ()
+        v = self.value(on)
+        if self.kind == "kubelet_settings":
+            assert isinstance(v, tuple)
+            return v
+        assert not isinstance(v, tuple)
+        return ((self.path, v),)
+
+    def show(self, on: bool) -> str:
+        """The level as a reader should see it: ``kubeAPIQPS=3, kubeAPIBurst=10``, ``crun``."""
+        v = self.value(on)
+        if isinstance(v, tuple):
+            return ", ".join(f"{p}={show_scalar(x)}" for p, x in v)
+        return show_scalar(v)
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready, with on/off as mappings for kubelet_settings."""
+        out: dict[str, object] = {
+            "name": self.name,
+            "kind": self.kind,
+            "on": dict(self.on) if isinstance(self.on, tuple) else self.on,
+            "off": dict(self.off) if isinstance(self.off, tuple) else self.off,
+            "summary": self.summary,
+            "component": self.component,
+            "availability": self.availability,
+            "expected_effect": self.expected_effect,
+            "paths": list(self.paths),
+        }
+        if self.kind in ("feature_gate", "config_field"):
+            out["path"] = self.path
+        if self.annotation is not None:
+            out["annotation"] = self.annotation
+        return out
 
 
 @dataclass(frozen=True)
@@ -44,13 +122,53 @@ class Catalog:
 
 @dataclass(frozen=True)
 class Arm:
-    """One configuration of the node: which factors are on. Every other factor is off."""
+    """One configuration: which factors are on (every other factor is off). Its kubelet part
+    (``settings``, ``kubelet_binary``) is applied to the node; its pod part
+    (``runtime_class``, ``annotations``) is rendered into every pod of its rounds."""
 
     name: str
     on: frozenset[str]
-    settings: tuple[tuple[str, Scalar], ...] = field(default=())
+    settings: Settings = field(default=())
     # A kubelet binary (a file on the node) installed for this arm; None: the node's own.
     kubelet_binary: str | None = None
+    #: the pods' spec.runtimeClassName (None: the workload's own)
+    runtime_class: str | None = None
+    #: pod annotations set by the arm, over the workload's own
+    annotations: tuple[tuple[str, str], ...] = ()
 
     def settings_dict(self) -> dict[str, Scalar]:
         return dict(self.settings)
+
+    @property
+    def kubelet_key(self) -> tuple[tuple[tuple[str, Scalar], ...], str | None]:
+        """What the node must run for this arm; two visits with the same key need no restart
+        between them."""
+        return tuple(sorted(self.settings, key=lambda kv: kv[0])), self.kubelet_binary
+
+    def pod_dict(self) -> dict[str, str]:
+        """The pod part for records and labels: ``pod.runtimeClassName``,
+        ``pod.annotations.<key>``."""
+        out = {"pod.runtimeClassName": self.runtime_class} if self.runtime_class else {}
+        out.update({f"pod.annotations.{k}": v for k, v in self.annotations})
+        return out
+
+
+def arm_parts(
+    on: Iterable[str], factors: Sequence[Factor]
+) -> tuple[Settings, str | None, tuple[tuple[str, str], ...]]:
+    """The kubelet settings, runtime class and annotations of the configuration turning ``on``
+    on and every other factor explicitly off."""
+    on_set = frozenset(on)
+    settings: list[tuple[str, Scalar]] = []
+    runtime: str | None = None
+    annotations: list[tuple[str, str]] = []
+    for f in factors:
+        level = f.name in on_set
+        if f.kind == "runtime_class":
+            runtime = str(f.value(level))
+        elif f.kind == "pod_annotation":
+            assert f.annotation is not None
+            annotations.append((f.annotation, str(f.value(level))))
+        else:
+            settings.extend(f.kubelet_settings(level))
+    return tuple(settings), runtime, tuple(annotations)

@@ -39,11 +39,13 @@ def test_agc_catalog_has_the_six_vendor_gates() -> None:
 def test_lab_catalog_has_null_controls_and_a_known_effect_field() -> None:
     cat = load_catalog("lab")
     gates = [f for f in cat.factors if f.kind == "feature_gate"]
-    fields = [f for f in cat.factors if f.kind == "config_field"]
+    fields = [f for f in cat.factors if f.kind == "kubelet_settings"]
     assert len(gates) >= 2 and all(f.expected_effect == "none" for f in gates)
     assert any(f.expected_effect == "slower" for f in fields)
     qps = cat.get("kubeAPIQPS")
-    assert qps.path == "kubeAPIQPS" and isinstance(qps.on, int) and qps.on < qps.off
+    # the lab baseline is the upstream default client (50/100); "on" sets both fields
+    assert dict(qps.kubelet_settings(True)) == {"kubeAPIQPS": 3, "kubeAPIBurst": 10}
+    assert dict(qps.kubelet_settings(False)) == {"kubeAPIQPS": 50, "kubeAPIBurst": 100}
 
 
 def test_gates_list_json_lists_the_six_agc_gates() -> None:

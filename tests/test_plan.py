@@ -27,6 +27,7 @@ def test_gates_all_on_the_lab_catalog() -> None:
     baseline = plan.arms[0].settings_dict()
     assert baseline == {
         "kubeAPIQPS": 50,
+        "kubeAPIBurst": 100,
         "featureGates.ContainerCheckpoint": True,
         "featureGates.KubeletPodResourcesGet": True,
     }

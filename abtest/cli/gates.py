@@ -142,10 +142,10 @@ def gates(
 def _list(catalog_name: str, json_out: bool) -> None:
     cat = load_catalog(catalog_name)
     if json_out:
-        print_json([{**asdict(f), "path": f.path} for f in cat.factors])
+        print_json([f.to_json() for f in cat.factors])
         return
     print_table(
         f"catalog {cat.name} ({cat.source})",
         ["name", "kind", "on", "off", "summary"],
-        [(f.name, f.kind, f.on, f.off, f.summary) for f in cat.factors],
+        [(f.name, f.kind, f.show(True), f.show(False), f.summary) for f in cat.factors],
     )

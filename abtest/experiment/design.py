@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from abtest.domain import Arm, Factor, Scalar
+from abtest.domain import Arm, Factor, arm_parts
 from abtest.errors import UserError
 
 DESIGNS: tuple[str, ...] = ("baseline", "singles", "combined", "leave-one-out", "factorial")
@@ -100,10 +100,14 @@ def arm_name(on: Iterable[str], factors: Sequence[Factor]) -> str:
 def make_arm(on: Iterable[str], factors: Sequence[Factor]) -> Arm:
     """The arm turning ``on`` on and every other factor explicitly off."""
     on_set = frozenset(on)
-    settings: tuple[tuple[str, Scalar], ...] = tuple(
-        (f.path, f.on if f.name in on_set else f.off) for f in factors
+    settings, runtime_class, annotations = arm_parts(on_set, factors)
+    return Arm(
+        name=arm_name(on_set, factors),
+        on=on_set,
+        settings=settings,
+        runtime_class=runtime_class,
+        annotations=annotations,
     )
-    return Arm(name=arm_name(on_set, factors), on=on_set, settings=settings)
 
 
 # --------------------------------------------------------------------------- designs
@@ -121,10 +125,11 @@ def _check_factors(factors: Sequence[Factor]) -> None:
     for f in factors:
         if f.name in seen:
             raise UserError(f"factor {f.name!r} is listed twice", where="design")
-        if f.path in paths:
-            raise UserError(f"two factors set the same path {f.path!r}", where="design")
+        for target in f.targets:  # a kubelet path, or the pod's runtime class / an annotation
+            if target in paths:
+                raise UserError(f"two factors set the same path {target!r}", where="design")
+            paths.add(target)
         seen.add(f.name)
-        paths.add(f.path)
 
 
 def build_arms(factors: Sequence[Factor], design: str) -> list[Arm]:

@@ -216,10 +216,8 @@ clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 maxPods: 250
 serializeImagePulls: false
-# The lab catalog's known-effect factor lowers kubeAPIQPS; a small burst makes it bite at
-# lab batch sizes (upstream default burst is 100).
 kubeAPIQPS: 50
-kubeAPIBurst: {layout.KUBELET_API_BURST}
+kubeAPIBurst: 100
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 2%

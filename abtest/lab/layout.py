@@ -32,7 +32,6 @@ HOSTS_MARK = "# abtest-lab node proxy"
 POD_BRIDGE = "abtlab-br0"
 POD_SUBNET = "10.252.0.0/16"
 SERVICE_SUBNET = "10.253.0.0/24"
-KUBELET_API_BURST = 10
 BUSYBOX_IMAGE = "docker.io/library/busybox:1.36.1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # How many nodes `lab up --nodes N` may run on this machine. Each extra node is a kubelet
