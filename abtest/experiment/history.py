@@ -17,28 +17,16 @@ METRICS: tuple[str, ...] = ("batch_ready_s", "p50_s", "p95_s", "p99_s")
 
 def node_history(store: Store, node_name: str, sizes: tuple[int, ...]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    restarts = store.query(
-        "SELECT restart_to_verified_s FROM visits WHERE node_name = ? AND applied = 1 "
-        "AND restart_to_verified_s IS NOT NULL ORDER BY id DESC LIMIT 50",
-        (node_name,),
-    )
+    restarts = store.visits.restart_times(node_name)
     if restarts:
-        out["restart_s"] = [float(r[0]) for r in restarts]
-    cleanups = store.query(
-        "SELECT cleanup_s FROM rounds WHERE node_name = ? AND cleanup_s IS NOT NULL "
-        "ORDER BY id DESC LIMIT 50",
-        (node_name,),
-    )
+        out["restart_s"] = restarts
+    cleanups = store.rounds.cleanup_times(node_name)
     if cleanups:
-        out["cleanup_s"] = [float(r[0]) for r in cleanups]
+        out["cleanup_s"] = cleanups
     for size in sizes:
-        rows = store.query(
-            "SELECT batch_ready_s FROM rounds WHERE node_name = ? AND size = ? AND accepted = 1 "
-            "ORDER BY id DESC LIMIT 50",
-            (node_name, size),
-        )
-        if rows:
-            out[f"batch_{size}"] = [float(r[0]) for r in rows]
+        ready = store.rounds.batch_ready_times(node_name, size)
+        if ready:
+            out[f"batch_{size}"] = ready
     return out
 
 
@@ -56,11 +44,4 @@ def noise_history(store: Store, node_name: str, sizes: tuple[int, ...]) -> pd.Da
         import pandas as pd
 
         return pd.DataFrame(columns=columns)
-    marks = ", ".join("?" for _ in sizes)
-    return store.frame(
-        f'SELECT run_id AS "group", block, arm, size, {", ".join(METRICS)} FROM rounds '
-        f"WHERE node_name = ? AND accepted = 1 AND warmup = 0 AND block IS NOT NULL "
-        f"AND size IN ({marks}) AND run_id IN (SELECT run_id FROM rounds WHERE node_name = ? "
-        "GROUP BY run_id ORDER BY MAX(id) DESC LIMIT ?) ORDER BY id",
-        (node_name, *sizes, node_name, NOISE_RUNS),
-    )
+    return store.rounds.of_latest_runs(node_name, sizes, METRICS, NOISE_RUNS)

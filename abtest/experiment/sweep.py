@@ -38,7 +38,8 @@ from abtest.experiment.plan import SweepPlan
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
 from abtest.playbook import NodeProfile
 from abtest.stopping import Interrupted, SignalGuard, checkpoint, shield
-from abtest.store.db import Store, now_iso
+from abtest.store.db import Store
+from abtest.store.tables import ArmRow
 
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -74,18 +75,11 @@ class SweepOptions:
 
 
 def done_keys(store: Store, run_id: str, node_name: str) -> set[RoundKey]:
-    rows = store.query(
-        "SELECT block, arm, size, warmup FROM rounds WHERE run_id = ? AND node_name = ?",
-        (run_id, node_name),
-    )
-    return {(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows}
+    return store.rounds.done_keys(run_id, node_name)
 
 
 def failed_arms(store: Store, run_id: str) -> dict[str, str]:
-    rows = store.query(
-        "SELECT name, failure FROM arms WHERE run_id = ? AND status = 'failed'", (run_id,)
-    )
-    return {str(r[0]): str(r[1]) for r in rows}
+    return store.arms.failed(run_id)
 
 
 def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -> str:
@@ -101,23 +95,20 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -
         env=env[first.node_name] | {"nodes": env},
         plan=plan.to_dict(),
     )
-    store.update(
-        "runs",
-        {"id": run_id},
-        {"catalog_name": plan.catalog.name, "design": plan.design, "seed": plan.schedule.seed},
+    store.runs.describe(
+        run_id, catalog=plan.catalog.name, design=plan.design, seed=plan.schedule.seed
     )
-    store.insert_many(
-        "arms",
-        [
-            {
-                "run_id": run_id,
-                "name": a.name,
-                "on_json": sorted(a.on),
-                "settings_json": a.settings_dict()
+    store.arms.add(
+        run_id,
+        (
+            ArmRow(
+                a.name,
+                a.on,
+                a.settings_dict()
                 | ({"kubelet.binary": a.kubelet_binary} if a.kubelet_binary else {}),
-            }
+            )
             for a in plan.arms
-        ],
+        ),
     )
     return run_id
 
@@ -266,16 +257,8 @@ class NodeSweep:
     ) -> None:
         arm: Arm = self.plan.schedule.arm(visit.arm)
         node = self.profile.node_name
-        visit_id = self.store.insert(
-            "visits",
-            {
-                "run_id": self.run_id,
-                "node_name": node,
-                "block": visit.block,
-                "position": visit.position,
-                "arm": arm.name,
-                "started_at": now_iso(),
-            },
+        visit_id = self.store.visits.begin(
+            self.run_id, node=node, block=visit.block, position=visit.position, arm=arm.name
         )
         self.emit("apply", {"node": node, "block": visit.block, "arm": arm.name})
         try:
@@ -284,29 +267,19 @@ class NodeSweep:
             rec = ctl.apply(arm.settings_dict(), force_restart=True)
         except ApplyFailed as exc:
             failed[arm.name] = str(exc)
-            self.store.update(
-                "visits", {"id": visit_id}, {"error": str(exc), "finished_at": now_iso()}
-            )
-            self.store.update(
-                "arms",
-                {"run_id": self.run_id, "name": arm.name},
-                {"status": "failed", "failure": str(exc)},
-            )
+            self.store.visits.failed(visit_id, str(exc))
+            self.store.arms.fail(self.run_id, arm.name, str(exc))
             self.emit("arm_failed", {"node": node, "arm": arm.name, "reason": str(exc)})
             if self.opts.fail_fast:
                 raise
             return
-        self.store.update(
-            "visits",
-            {"id": visit_id},
-            {
-                "applied": 1,
-                "restart_to_healthz_s": rec.restart_to_healthz_s,
-                "restart_to_ready_s": rec.restart_to_ready_s,
-                "restart_to_verified_s": rec.restart_to_verified_s,
-                "verified_json": json.dumps(rec.verified, default=str),
-                "config_sha256": rec.config_sha256,
-            },
+        self.store.visits.applied(
+            visit_id,
+            restart_to_healthz_s=rec.restart_to_healthz_s,
+            restart_to_ready_s=rec.restart_to_ready_s,
+            restart_to_verified_s=rec.restart_to_verified_s,
+            verified=rec.verified,
+            config_sha256=rec.config_sha256,
         )
         self.emit(
             "applied",
@@ -346,7 +319,7 @@ class NodeSweep:
             previous = result
             self.outcome.rounds += 1
             self.emit("round_done", {"node": node, "slot": slot, "result": result})
-        self.store.update("visits", {"id": visit_id}, {"finished_at": now_iso()})
+        self.store.visits.finish(visit_id)
 
 
 def run_sweep(
@@ -381,7 +354,7 @@ def _sweep(
     check_fleet(plan.profiles, kit)  # read only: refuses before any node is touched
     if resume_run_id:
         run_id = resume_run_id
-        store.update("runs", {"id": run_id}, {"status": "running", "stop_reason": None})
+        store.runs.reopen(run_id)
     else:
         run_id = start_run(store, plan, opts, kit)
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})

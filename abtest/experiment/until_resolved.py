@@ -13,7 +13,6 @@ run's plan_json, where the report finds them and reads its intervals at the same
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -137,7 +136,4 @@ def run_until_resolved(
 
 def _record(store: Store, run_id: str, sequential: SequentialPlan) -> None:
     """Keep the looks in the run's plan_json (the report reads its level from there)."""
-    row = store.run_row(run_id)
-    stored = json.loads(row["plan_json"] or "{}")
-    stored[PLAN_KEY] = sequential.to_json()
-    store.update("runs", {"id": run_id}, {"plan_json": json.dumps(stored, default=str)})
+    store.runs.set_plan_entry(run_id, PLAN_KEY, sequential.to_json())

@@ -16,6 +16,7 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
+from abtest.store.tables import Arms, Rounds, Runs, Visits
 
 
 def default_path() -> Path:
@@ -42,6 +43,11 @@ class Store:
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
         self._migrate()
+        # the typed API of the sweep's tables (abtest.store.tables): no SQL above the store
+        self.runs = Runs(self)
+        self.arms = Arms(self)
+        self.visits = Visits(self)
+        self.rounds = Rounds(self)
 
     def _migrate(self) -> None:
         version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])

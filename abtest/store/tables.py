@@ -1,0 +1,201 @@
+"""Typed reads and writes of the sweep's tables, so the layers above hold no SQL.
+
+Each class wraps one table (or one question about it) of a :class:`~abtest.store.db.Store`;
+the store makes one of each (``store.runs``, ``store.arms``, ``store.visits``,
+``store.rounds``). Every write commits before returning, like the store's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from abtest.store.db import Store
+
+# (block, arm, size, warm-up): one round of a run's schedule on one node
+RoundKey = tuple[int, str, int, bool]
+
+
+def _now() -> str:
+    from abtest.store.db import now_iso  # db imports this module
+
+    return now_iso()
+
+
+class Runs:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def describe(self, run_id: str, *, catalog: str, design: str, seed: int) -> None:
+        """What a sweep measures: its catalog, design and block-order seed."""
+        self.store.update(
+            "runs", {"id": run_id}, {"catalog_name": catalog, "design": design, "seed": seed}
+        )
+
+    def reopen(self, run_id: str) -> None:
+        """A resumed run is running again, with no stop reason."""
+        self.store.update("runs", {"id": run_id}, {"status": "running", "stop_reason": None})
+
+    def plan(self, run_id: str) -> dict[str, Any]:
+        """The run's stored plan (schedule, options, looks); {} for a run without one."""
+        stored = json.loads(self.store.run_row(run_id)["plan_json"] or "{}")
+        return stored if isinstance(stored, dict) else {}
+
+    def set_plan_entry(self, run_id: str, key: str, value: Any) -> None:
+        """Keep ``value`` under ``key`` in the run's plan (the other entries stay)."""
+        stored = self.plan(run_id)
+        stored[key] = value
+        self.store.update("runs", {"id": run_id}, {"plan_json": json.dumps(stored, default=str)})
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """An arm as a run stores it: the factors it turns on and the settings applied."""
+
+    name: str
+    on: Collection[str]
+    settings: Mapping[str, Any]
+
+
+class Arms:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, run_id: str, arms: Iterable[ArmRow]) -> None:
+        self.store.insert_many(
+            "arms",
+            [
+                {
+                    "run_id": run_id,
+                    "name": a.name,
+                    "on_json": sorted(a.on),
+                    "settings_json": dict(a.settings),
+                }
+                for a in arms
+            ],
+        )
+
+    def fail(self, run_id: str, name: str, failure: str) -> None:
+        """The arm could not be applied: the run skips it from now on (also on --resume)."""
+        self.store.update(
+            "arms", {"run_id": run_id, "name": name}, {"status": "failed", "failure": failure}
+        )
+
+    def failed(self, run_id: str) -> dict[str, str]:
+        """Arm name -> why it failed, for the run's failed arms."""
+        rows = self.store.query(
+            "SELECT name, failure FROM arms WHERE run_id = ? AND status = 'failed'", (run_id,)
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+
+class Visits:
+    """A visit: one arm applied once on one node in one block, its rounds after it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def begin(self, run_id: str, *, node: str, block: int, position: int, arm: str) -> int:
+        """A visit starts (before the node is touched); returns its id."""
+        return self.store.insert(
+            "visits",
+            {
+                "run_id": run_id,
+                "node_name": node,
+                "block": block,
+                "position": position,
+                "arm": arm,
+                "started_at": _now(),
+            },
+        )
+
+    def applied(
+        self,
+        visit_id: int,
+        *,
+        restart_to_healthz_s: float | None,
+        restart_to_ready_s: float | None,
+        restart_to_verified_s: float | None,
+        verified: Mapping[str, Any],
+        config_sha256: str | None,
+    ) -> None:
+        """The arm is in effect: the restart's stages and what the running kubelet showed."""
+        self.store.update(
+            "visits",
+            {"id": visit_id},
+            {
+                "applied": 1,
+                "restart_to_healthz_s": restart_to_healthz_s,
+                "restart_to_ready_s": restart_to_ready_s,
+                "restart_to_verified_s": restart_to_verified_s,
+                "verified_json": json.dumps(verified, default=str),
+                "config_sha256": config_sha256,
+            },
+        )
+
+    def failed(self, visit_id: int, error: str) -> None:
+        self.store.update("visits", {"id": visit_id}, {"error": error, "finished_at": _now()})
+
+    def finish(self, visit_id: int) -> None:
+        self.store.update("visits", {"id": visit_id}, {"finished_at": _now()})
+
+    def restart_times(self, node_name: str, limit: int = 50) -> list[float]:
+        """Restart-to-verified seconds of the node's latest applied visits, newest first."""
+        rows = self.store.query(
+            "SELECT restart_to_verified_s FROM visits WHERE node_name = ? AND applied = 1 "
+            "AND restart_to_verified_s IS NOT NULL ORDER BY id DESC LIMIT ?",
+            (node_name, limit),
+        )
+        return [float(r[0]) for r in rows]
+
+
+class Rounds:
+    """Questions about the stored rounds (the rounds themselves are written by
+    :func:`abtest.batch.record.record_round`)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def done_keys(self, run_id: str, node_name: str) -> set[RoundKey]:
+        """The rounds of the run already on disk for this node (what --resume skips)."""
+        rows = self.store.query(
+            "SELECT block, arm, size, warmup FROM rounds WHERE run_id = ? AND node_name = ?",
+            (run_id, node_name),
+        )
+        return {(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows}
+
+    def cleanup_times(self, node_name: str, limit: int = 50) -> list[float]:
+        rows = self.store.query(
+            "SELECT cleanup_s FROM rounds WHERE node_name = ? AND cleanup_s IS NOT NULL "
+            "ORDER BY id DESC LIMIT ?",
+            (node_name, limit),
+        )
+        return [float(r[0]) for r in rows]
+
+    def batch_ready_times(self, node_name: str, size: int, limit: int = 50) -> list[float]:
+        """Batch ready seconds of the node's latest accepted rounds at ``size``."""
+        rows = self.store.query(
+            "SELECT batch_ready_s FROM rounds WHERE node_name = ? AND size = ? AND accepted = 1 "
+            "ORDER BY id DESC LIMIT ?",
+            (node_name, size, limit),
+        )
+        return [float(r[0]) for r in rows]
+
+    def of_latest_runs(
+        self, node_name: str, sizes: Sequence[int], metrics: Sequence[str], runs: int
+    ) -> pd.DataFrame:
+        """Accepted, non-warm-up, blocked rounds at ``sizes`` of the node's latest ``runs``
+        runs: columns ``group`` (the run id), block, arm, size and ``metrics``."""
+        marks = ", ".join("?" for _ in sizes)
+        return self.store.frame(
+            f'SELECT run_id AS "group", block, arm, size, {", ".join(metrics)} FROM rounds '
+            f"WHERE node_name = ? AND accepted = 1 AND warmup = 0 AND block IS NOT NULL "
+            f"AND size IN ({marks}) AND run_id IN (SELECT run_id FROM rounds WHERE node_name = ? "
+            "GROUP BY run_id ORDER BY MAX(id) DESC LIMIT ?) ORDER BY id",
+            (node_name, *sizes, node_name, runs),
+        )
