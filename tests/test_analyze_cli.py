@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner, Result
 
 from abtest.cli.analyze import analyze
-from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import UserError
+from abtest.ingest.rounds_csv import load_rounds_csv
 
 # A local app so the test does not depend on the rest of the CLI.
 app = typer.Typer()

@@ -207,7 +207,7 @@ def test_one_node_refuses_its_config_both_restored_and_the_run_names_it(
     (kubelet does not start: high must exceed low, default low 80) on the other."""
     one, two = fleet["profiles"]
     changed = fleet["originals"]["abtest-lab"].replace(
-        b"kubeAPIBurst: 10\n", b"kubeAPIBurst: 10\nimageGCLowThresholdPercent: 60\n"
+        b"kubeAPIBurst: 100\n", b"kubeAPIBurst: 100\nimageGCLowThresholdPercent: 60\n"
     )
     assert changed != fleet["originals"]["abtest-lab"]
     catalog = tmp_path / "gc.yaml"

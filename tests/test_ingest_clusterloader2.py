@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
-from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import UserError
 from abtest.ingest.clusterloader2 import load_clusterloader2
 from abtest.ingest.common import ArmGlob
+from abtest.ingest.rounds_csv import load_rounds_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clusterloader2"
 ARMS = [ArmGlob("baseline", "baseline-*"), ArmGlob("qps3", "qps3-*")]

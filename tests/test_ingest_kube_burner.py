@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
-from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import UserError
 from abtest.ingest import load_foreign
 from abtest.ingest.common import ArmGlob, parse_arm_globs
 from abtest.ingest.kube_burner import RESOLUTION_NOTE, load_kube_burner
+from abtest.ingest.rounds_csv import load_rounds_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube-burner"
 ARMS = [ArmGlob("baseline", "baseline/*"), ArmGlob("qps3", "qps3/*")]

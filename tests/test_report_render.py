@@ -16,8 +16,8 @@ from test_report_model import build_sweep
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
-from abtest.cli.rounds_csv import load_rounds_csv
 from abtest.errors import UserError
+from abtest.ingest.rounds_csv import load_rounds_csv
 from abtest.report import build_model, build_tables, render_html, render_markdown, write_report
 from abtest.report.model import ReportModel
 from abtest.report.render import environment, render_template

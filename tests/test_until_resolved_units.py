@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fake_node import FakeKit, FakeNode, fake_round
 
-from abtest.cli.until_resolved import resolve_options
 from abtest.errors import UserError
+from abtest.experiment.gates_sweep import resolve_options
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.sweep import SweepOptions
 from abtest.experiment.until_resolved import ResolveOptions, run_until_resolved

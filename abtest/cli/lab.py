@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.lab import control, layout
 
@@ -16,17 +19,19 @@ app = typer.Typer(
 
 @app.command("up")
 def up(
-    nodes: int = typer.Option(
-        1,
-        "--nodes",
-        help=f"How many nodes (1-{layout.MAX_NODES}): each its own kubelet and containerd, "
-        f"named {layout.NODE_NAME}, {layout.NODE_NAME}-2, ... At most {layout.MAX_NODES} on "
-        "this 2-core machine: an idle node costs ~130 MiB and ~1 % of a core, but a fleet "
-        "sweep runs a batch on every node at once and 3 batches already share the 2 cores "
-        "with the control plane. On a "
-        "running lab, adds or removes nodes only (down to N; removed nodes' Node objects are "
-        "deleted).",
-    ),
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes",
+            help=f"How many nodes (1-{layout.MAX_NODES}): each its own kubelet and containerd, "
+            f"named {layout.NODE_NAME}, {layout.NODE_NAME}-2, ... At most {layout.MAX_NODES} on "
+            "this 2-core machine: an idle node costs ~130 MiB and ~1 % of a core, but a fleet "
+            "sweep runs a batch on every node at once and 3 batches already share the 2 cores "
+            "with the control plane. On a "
+            "running lab, adds or removes nodes only (down to N; removed nodes' Node objects are "
+            "deleted).",
+        ),
+    ] = 1,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
     containerd and kubelet per node, and an sshd on loopback; idempotent. Node 1's profile
@@ -42,7 +47,7 @@ def up(
 
 
 @app.command("status")
-def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def status(json_out: o.Json = False) -> None:
     """Each component's pid and health, node readiness, kubeconfig and SSH target."""
     st = control.status()
     if json_out:
@@ -73,7 +78,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Machine-readable
 
 @app.command("down")
 def down(
-    purge: bool = typer.Option(False, "--purge", help="Also delete the lab's state directory."),
+    purge: Annotated[
+        bool, typer.Option("--purge", help="Also delete the lab's state directory.")
+    ] = False,
 ) -> None:
     """Stop everything the lab started (by pid), remove pod sandboxes, bridge and netns,
     and put back what `up` changed on the host (cgroup mounts, ip_forward, /etc/hosts, the

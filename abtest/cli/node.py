@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -13,29 +12,31 @@ from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.domain import Scalar
 from abtest.errors import UserError
-from abtest.node import control, preflight
+from abtest.experiment.node_ops import (
+    NodeAccess,
+    apply_settings,
+    check_node,
+    restore_node,
+    show_node,
+)
 from abtest.node.kubelet_config import parse_set_option
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.signals import Interrupted
-from abtest.playbook import NodeProfile, load_profile
-from abtest.store.db import Store, default_path
+from abtest.playbook import load_profile
 
 app = typer.Typer(
     help="Check, show, change (apply) and restore a node's kubelet config over SSH.",
     no_args_is_help=True,
 )
 
-PROFILE = typer.Option(..., "--profile", "-p", help="Node profile: a name (lab) or a YAML path.")
-DB = typer.Option(None, "--db", help="Results database (default: $ABTEST_DB or the user's).")
-ACCEPT = typer.Option(
-    False, "--accept-new-host-key", help="Trust and record the host key of a node seen first."
-)
-JSON = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-SETS = typer.Option(
-    None, "--set", help="PATH=VALUE, repeatable: featureGates.X=true, kubeAPIQPS=5."
-)
-TIMEOUT = typer.Option(None, "--timeout", help="Seconds for restart to healthy (profile: 120).")
-BREAK = typer.Option(False, "--break-lock", help="Take over a stale node lock.")
+Sets = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="PATH=VALUE, repeatable: featureGates.X=true, kubeAPIQPS=5."),
+]
+Timeout = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Seconds for restart to healthy (profile: 120)."),
+]
 
 
 def _settings(options: list[str] | None) -> dict[str, Scalar]:
@@ -46,10 +47,6 @@ def _settings(options: list[str] | None) -> dict[str, Scalar]:
             raise UserError(f"{path} is given twice", "--set")
         settings[path] = value
     return settings
-
-
-def _store(db: Path | None) -> Store:
-    return Store(db or default_path())
 
 
 def _progress(line: str) -> None:
@@ -97,30 +94,25 @@ def _verified_table(verified: dict[str, dict[str, Any]]) -> None:
         )
 
 
-def _run(fn: Callable[[], Any]) -> Any:
-    with _interruptible():
-        return fn()
-
-
 @app.command("check")
 def check(
-    profile: str = PROFILE,
-    kubeconfig: str | None = o.KUBECONFIG,
-    context: str | None = o.CONTEXT,
-    sets: list[str] | None = SETS,
-    image: str | None = typer.Option(None, "--image", help="Workload image that must be present."),
-    db: Path | None = DB,
-    accept_new_host_key: bool = ACCEPT,
-    json_out: bool = JSON,
+    profile: o.Profile,
+    kubeconfig: o.Kubeconfig = None,
+    context: o.Context = None,
+    sets: Sets = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="Workload image that must be present.")
+    ] = None,
+    db: o.Db = None,
+    accept_new_host_key: o.AcceptNewHostKey = False,
+    json_out: o.Json = False,
 ) -> None:
     """Pre-flight, no change: SSH + sudo, config parses, node Ready, factors known, image
     present, lock free, nothing pending. Exit 0 only if every check passes."""
-    prof: NodeProfile = o.with_kube(load_profile(profile), kubeconfig, context)
-    settings = _settings(sets)
-    with _store(db) as store:
-        report = preflight.check(
-            prof, settings, store=store, image=image, accept_new_host_key=accept_new_host_key
-        )
+    prof = o.with_kube(load_profile(profile), kubeconfig, context)
+    report = check_node(
+        prof, _settings(sets), image=image, db=db, accept_new_host_key=accept_new_host_key
+    )
     if json_out:
         print_json(report.as_dict())
     else:
@@ -132,18 +124,17 @@ def check(
 
 @app.command("show")
 def show(
-    profile: str = PROFILE,
-    kubeconfig: str | None = o.KUBECONFIG,
-    context: str | None = o.CONTEXT,
-    db: Path | None = DB,
-    accept_new_host_key: bool = ACCEPT,
-    json_out: bool = JSON,
+    profile: o.Profile,
+    kubeconfig: o.Kubeconfig = None,
+    context: o.Context = None,
+    db: o.Db = None,
+    accept_new_host_key: o.AcceptNewHostKey = False,
+    json_out: o.Json = False,
 ) -> None:
     """The running kubelet: gates from /configz, gates enabled per its metric, config
     sha256, version, health, lock holder, any pending change."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
-    with _store(db) as store:
-        state = preflight.show(prof, store=store, accept_new_host_key=accept_new_host_key)
+    state = show_node(prof, db=db, accept_new_host_key=accept_new_host_key)
     if json_out:
         print_json(state)
         return
@@ -162,40 +153,33 @@ def show(
 
 @app.command("apply")
 def apply(
-    profile: str = PROFILE,
-    kubeconfig: str | None = o.KUBECONFIG,
-    context: str | None = o.CONTEXT,
-    sets: list[str] | None = SETS,
-    timeout: float | None = TIMEOUT,
-    break_lock: bool = BREAK,
-    accept_new_host_key: bool = ACCEPT,
-    skip_factor_check: bool = typer.Option(
-        False,
-        "--skip-factor-check",
-        help="Do not refuse factors the kubelet does not list, or that a kubelet flag or "
-        "drop-in file overrides.",
-    ),
-    db: Path | None = DB,
-    json_out: bool = JSON,
+    profile: o.Profile,
+    kubeconfig: o.Kubeconfig = None,
+    context: o.Context = None,
+    sets: Sets = None,
+    timeout: Timeout = None,
+    break_lock: o.BreakLock = False,
+    accept_new_host_key: o.AcceptNewHostKey = False,
+    skip_factor_check: Annotated[
+        bool,
+        typer.Option(
+            "--skip-factor-check",
+            help="Do not refuse factors the kubelet does not list, or that a kubelet flag or "
+            "drop-in file overrides.",
+        ),
+    ] = False,
+    db: o.Db = None,
+    json_out: o.Json = False,
 ) -> None:
     """Lock the node, keep the original, write the change atomically, restart the kubelet,
     and prove it healthy with the values in effect; roll back on any failure."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
+    access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)
     settings = _settings(sets)
-    if not settings:
-        raise UserError("nothing to apply", "--set", "e.g. --set featureGates.X=true")
-    with (
-        _store(db) as store,
-        control.NodeController(
-            prof,
-            store,
-            timeout=timeout,
-            accept_new_host_key=accept_new_host_key,
-            break_lock=break_lock,
-            progress=_progress,
-        ) as ctl,
-    ):
-        rec = _run(lambda: ctl.apply(settings, check_known=not skip_factor_check))
+    with _interruptible():
+        rec = apply_settings(
+            access, settings, check_known=not skip_factor_check, progress=_progress
+        )
     if json_out:
         print_json(rec.as_dict())
         return
@@ -211,38 +195,31 @@ def apply(
 
 @app.command("restore")
 def restore(
-    profile: str = PROFILE,
-    kubeconfig: str | None = o.KUBECONFIG,
-    context: str | None = o.CONTEXT,
-    timeout: float | None = TIMEOUT,
-    break_lock: bool = BREAK,
-    accept_new_host_key: bool = ACCEPT,
-    db: Path | None = DB,
-    json_out: bool = JSON,
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="Put the originals back even over a config or binary that changed since abtest "
-        "wrote it (someone else's edit is overwritten).",
-    ),
+    profile: o.Profile,
+    kubeconfig: o.Kubeconfig = None,
+    context: o.Context = None,
+    timeout: Timeout = None,
+    break_lock: o.BreakLock = False,
+    accept_new_host_key: o.AcceptNewHostKey = False,
+    db: o.Db = None,
+    json_out: o.Json = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Put the originals back even over a config or binary that changed since "
+            "abtest wrote it (someone else's edit is overwritten).",
+        ),
+    ] = False,
 ) -> None:
     """Put back the original config (and kubelet binary) from the journal, or from the
     backup and marker on the node when this database has none; restart, verify healthy,
     release the lock. Nothing to do is not an error. A file someone else changed since
     abtest wrote it is refused and left as found (exit 2) unless --force."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
-    with (
-        _store(db) as store,
-        control.NodeController(
-            prof,
-            store,
-            timeout=timeout,
-            accept_new_host_key=accept_new_host_key,
-            break_lock=break_lock,
-            progress=_progress,
-        ) as ctl,
-    ):
-        rec = _run(lambda: ctl.restore(force=force))
+    access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)
+    with _interruptible():
+        rec = restore_node(access, force=force, progress=_progress)
     if json_out:
         print_json(rec.as_dict())
         return

@@ -1,32 +1,97 @@
-"""Options shared by the commands that plan or run a sweep (gates, plan, regress), and the
-kubeconfig/context options of every command that talks to the API server."""
+"""Every option more than one command takes, declared once: an ``Annotated`` alias per option
+(one typer style), so a command spells, types and documents it the same way as the others.
+
+A command takes ``db: o.Db = None``; the type in the alias is the one mypy checks."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from abtest.errors import UserError
 from abtest.experiment.plan import PlanOptions
-from abtest.playbook import NodeProfile
 
-PLAYBOOK = typer.Option("lab-sweep", "--playbook", help="Playbook name or path.")
-PROFILE = typer.Option(
-    None, "--profile", help="Node profile (name or path); repeat for several nodes."
-)
-CATALOG = typer.Option(None, "--catalog", help="agc, lab or a path (default: the playbook's).")
-ROUNDS = typer.Option(None, "--rounds", min=1, help="Blocks (each visits every arm once).")
-SIZES = typer.Option(None, "--sizes", help="Batch sizes, comma-separated, e.g. 50,100,150.")
-SEED = typer.Option(None, "--seed", help="Seed of the randomized block order.")
-QPS = typer.Option(None, "--qps", min=0.001, help="Target create requests per second.")
-CONCURRENCY = typer.Option(None, "--concurrency", min=1, help="At most this many in flight.")
-NAMESPACE = typer.Option(None, "--namespace", help="Namespace the tool owns for its pods.")
-DESIGN = typer.Option(
-    None, "--design", help="gates-all, attribution, factorial, or baseline+singles+... parts."
-)
-DB = typer.Option(None, "--db", help="Results database (default: ABTEST_DB or ~/.local/share).")
-JSON = typer.Option(False, "--json", help="Machine-readable output.")
+# Re-exported for the commands and tests that apply --kubeconfig/--context to a profile.
+from abtest.experiment.profiles import with_kube
+
+__all__ = ["with_kube"]
+
+# --- results and output ----------------------------------------------------------------
+Db = Annotated[
+    Path | None,
+    typer.Option(
+        "--db", help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]
+
+# --- nodes ---------------------------------------------------------------------------------
+Profile = Annotated[
+    str, typer.Option("--profile", "-p", help="Node profile: a shipped name (lab) or a YAML path.")
+]
+Profiles = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--profile", help="Node profile (name or path); repeat for several nodes at once."
+    ),
+]
+AcceptNewHostKey = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-key", help="Trust and record the host key of a node seen first."
+    ),
+]
+BreakLock = Annotated[bool, typer.Option("--break-lock", help="Take over a stale node lock.")]
+Kubeconfig = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig",
+        help="kubeconfig file(s), ':'-separated as in KUBECONFIG; overrides the profile's.",
+    ),
+]
+Context = Annotated[
+    str | None,
+    typer.Option("--context", help="kubeconfig context to use; overrides the profile's context:."),
+]
+
+# --- what a sweep (gates, plan) or a live gate (regress) runs ------------------------------
+Playbook = Annotated[str, typer.Option("--playbook", help="Playbook name or path.")]
+Catalog = Annotated[
+    str | None, typer.Option("--catalog", help="agc, lab or a path (default: the playbook's).")
+]
+Design = Annotated[
+    str | None,
+    typer.Option(
+        "--design",
+        help="gates-all, attribution, factorial, screen, or baseline+singles+... parts.",
+    ),
+]
+Attribution = Annotated[
+    bool,
+    typer.Option("--attribution", help="Also all-on-minus-one arms (per-gate attribution)."),
+]
+Rounds = Annotated[
+    int | None, typer.Option("--rounds", min=1, help="Blocks (each visits every arm once).")
+]
+Sizes = Annotated[
+    str | None, typer.Option("--sizes", help="Batch sizes, comma-separated, e.g. 50,100,150.")
+]
+Seed = Annotated[int | None, typer.Option("--seed", help="Seed of the randomized block order.")]
+Qps = Annotated[
+    float | None, typer.Option("--qps", min=0.001, help="Target create requests per second.")
+]
+Concurrency = Annotated[
+    int | None, typer.Option("--concurrency", min=1, help="At most this many creates in flight.")
+]
+Namespace = Annotated[
+    str | None, typer.Option("--namespace", help="Namespace the tool owns for its pods.")
+]
+Confidence = Annotated[
+    float | None,
+    typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95."),
+]
 
 
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
@@ -35,13 +100,12 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
     try:
         sizes = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
-        from abtest.errors import UserError
-
         raise UserError(f"invalid sizes {text!r}", "--sizes", "e.g. --sizes 10,20") from None
     return sizes or None
 
 
 def plan_options(
+    *,
     playbook: str,
     profile: list[str] | None,
     catalog: str | None,
@@ -55,6 +119,7 @@ def plan_options(
     concurrency: int | None,
     namespace: str | None,
 ) -> PlanOptions:
+    """The plan the sweep options describe (gates and plan take the same ones)."""
     return PlanOptions(
         playbook=playbook,
         profiles=tuple(profile or ()),
@@ -69,38 +134,3 @@ def plan_options(
         concurrency=concurrency,
         namespace=namespace,
     )
-
-
-KUBECONFIG = typer.Option(
-    None,
-    "--kubeconfig",
-    help="kubeconfig file(s), ':'-separated as in KUBECONFIG; overrides the profile's.",
-)
-CONTEXT = typer.Option(
-    None, "--context", help="kubeconfig context to use; overrides the profile's context:."
-)
-
-
-def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None) -> NodeProfile:
-    """The profile with --kubeconfig/--context applied (kubectl's flags win over the file).
-
-    A cluster named on the command line is checked before anything else happens, so a wrong
-    context is one clear error here and not a failure half-way through a command."""
-    if kubeconfig is None and context is None:
-        return profile
-    paths = (
-        ":".join(str(Path(p).expanduser()) for p in kubeconfig.split(":") if p)
-        if kubeconfig
-        else None
-    )
-    chosen = replace(
-        profile,
-        kubeconfig=paths or profile.kubeconfig,
-        kube_context=context or profile.kube_context,
-    )
-    # Imported here: the Kubernetes client costs every command that never talks to a cluster
-    # (gates --list, plan) a second of start-up.
-    from abtest.cluster.client import connect, probe
-
-    probe(connect(chosen.kubeconfig, context=chosen.kube_context))
-    return chosen

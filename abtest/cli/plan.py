@@ -4,7 +4,7 @@ blocks a target change needs (noise from the node's earlier runs, else a stated 
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -23,31 +23,49 @@ from abtest.store.db import Store
 
 
 def plan(
-    names: list[str] = typer.Argument(None, help="Limit to these factors."),
-    playbook: str = o.PLAYBOOK,
-    profile: list[str] = o.PROFILE,
-    catalog: str = o.CATALOG,
-    design: str = o.DESIGN,
-    attribution: bool = typer.Option(False, "--attribution", help="Add leave-one-out arms."),
-    rounds: int = o.ROUNDS,
-    sizes: str = o.SIZES,
-    seed: int = o.SEED,
-    qps: float = o.QPS,
-    concurrency: int = o.CONCURRENCY,
-    namespace: str = o.NAMESPACE,
-    db: Path = o.DB,
-    json_out: bool = o.JSON,
-    detect: str = typer.Option(
-        None, "--detect", help="A change to plan for, e.g. 5%: the blocks it needs (80 % power)."
-    ),
-    confidence: float = typer.Option(
-        0.95, "--confidence", help="The report's two-sided interval level the power is for."
-    ),
+    names: Annotated[list[str] | None, typer.Argument(help="Limit to these factors.")] = None,
+    playbook: o.Playbook = "lab-sweep",
+    profile: o.Profiles = None,
+    catalog: o.Catalog = None,
+    design: o.Design = None,
+    attribution: o.Attribution = False,
+    rounds: o.Rounds = None,
+    sizes: o.Sizes = None,
+    seed: o.Seed = None,
+    qps: o.Qps = None,
+    concurrency: o.Concurrency = None,
+    namespace: o.Namespace = None,
+    db: o.Db = None,
+    json_out: o.Json = False,
+    detect: Annotated[
+        str | None,
+        typer.Option(
+            "--detect", help="A change to plan for, e.g. 5%: the blocks it needs (80 % power)."
+        ),
+    ] = None,
+    confidence: Annotated[
+        float,
+        typer.Option(
+            "--confidence", help="The report's two-sided interval level the power is for."
+        ),
+    ] = 0.95,
 ) -> None:
     """Print the arms, the block schedule, kubelet restarts, an estimated duration and the
     smallest change each comparison can detect. Nothing is touched."""
-    opts = o.plan_options(playbook, profile, catalog, names, design, attribution, rounds, sizes,
-                          seed, qps, concurrency, namespace)  # fmt: skip
+    opts = o.plan_options(
+        playbook=playbook,
+        profile=profile,
+        catalog=catalog,
+        names=names,
+        design=design,
+        attribution=attribution,
+        rounds=rounds,
+        sizes=sizes,
+        seed=seed,
+        qps=qps,
+        concurrency=concurrency,
+        namespace=namespace,
+    )
     p = build_plan(opts)
     detect_pct = parse_percent(detect, "--detect") if detect is not None else None
     histories = {}

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from abtest.cli import options as o
 from abtest.cli.render import console
 from abtest.errors import UserError
 from abtest.report import FORMATS, build_model, write_report
@@ -32,12 +33,7 @@ def report(
         Path | None,
         typer.Option("--out", "-o", help="Folder to write into. Default: reports/RUN_ID/."),
     ] = None,
-    db: Annotated[
-        Path | None,
-        typer.Option(
-            "--db", help="Results database. Default: $ABTEST_DB or the per-user database."
-        ),
-    ] = None,
+    db: o.Db = None,
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="Arm to compare with. Default: the arm 'baseline'."),

@@ -10,6 +10,7 @@ from typing import Annotated, Any, cast
 import pandas as pd
 import typer
 
+from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.store.db import Store
 
@@ -19,10 +20,6 @@ app = typer.Typer(
     no_args_is_help=False,
 )
 
-JSON = Annotated[bool, typer.Option("--json", help="Machine-readable output (only JSON).")]
-DB = Annotated[
-    Path | None, typer.Option("--db", help="Results database (default: ABTEST_DB or XDG).")
-]
 REPORTS = Path("reports")  # where `abtest report` writes by default (reports/RUN_ID/)
 
 
@@ -40,7 +37,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 @app.callback()
-def runs(ctx: typer.Context, json_out: JSON = False, db: DB = None) -> None:
+def runs(ctx: typer.Context, json_out: o.Json = False, db: o.Db = None) -> None:
     """List the stored runs, newest first, with their rounds (accepted / all)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -75,8 +72,8 @@ def runs(ctx: typer.Context, json_out: JSON = False, db: DB = None) -> None:
 @app.command("show")
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="A run id from `abtest runs`.")],
-    json_out: JSON = False,
-    db: DB = None,
+    json_out: o.Json = False,
+    db: o.Db = None,
 ) -> None:
     """One run: status, node, playbook, arms with their settings, sizes, blocks done of
     planned, rounds per arm and size, and where its report is."""

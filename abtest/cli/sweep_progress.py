@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,12 +15,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from abtest.cli.render import err_console
 from abtest.experiment.plan import SweepPlan
+from abtest.stats.means import ArmMean, arm_means
 
 
 class SweepDisplay:
-    def __init__(self, plan: SweepPlan, json_out: bool, run_id_file: Path | None) -> None:
-        self.plan = plan
-        self.total = len(plan.schedule.slots) * len(plan.profiles)
+    """Shows the events of :func:`abtest.experiment.gates_sweep.sweep_gates`; the plan (and so
+    the number of rounds) arrives with its first event."""
+
+    def __init__(self, json_out: bool, run_id_file: Path | None) -> None:
+        self.plan: SweepPlan | None = None
+        self.total = 0
         self.done = 0
         self.run_id_file = run_id_file
         self.live = sys.stderr.isatty() and not json_out
@@ -39,7 +44,6 @@ class SweepDisplay:
                 console=err_console,
             )
             self.progress.__enter__()
-            self.task = self.progress.add_task("starting", total=self.total)
         return self
 
     def __exit__(
@@ -56,7 +60,12 @@ class SweepDisplay:
             print(f"[{stamp}] {text}", file=sys.stderr, flush=True)
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "run":
+        if kind == "plan":
+            self.plan = data["plan"]
+            self.total = len(self.plan.schedule.slots) * len(self.plan.profiles)
+            if self.progress is not None:
+                self.task = self.progress.add_task("starting", total=self.total)
+        elif kind == "run" and self.plan is not None:
             verb = "resuming" if data["resumed"] else "run"
             self._line(
                 f"{verb} {data['run_id']}: {len(self.plan.arms)} arms, "
@@ -96,6 +105,14 @@ class SweepDisplay:
             self._line(f"{data['node']}: restoring the original kubelet config")
         elif kind == "restored":
             self._line(f"{data['node']}: original config back, kubelet healthy")
+        elif kind == "look":
+            self._line(
+                f"look {data['look']}/{len(data['looks'])}: up to {data['blocks']} blocks "
+                f"(intervals at {data['level'] * 100:.4g}%)"
+            )
+        elif kind == "look_done":
+            state = "all resolved" if data["resolved"] else f"open: {', '.join(data['open'])}"
+            self._line(f"look {data['look']} ({data['blocks']} blocks): {state}")
         elif kind == "end":
             self._line(
                 f"run {data['run_id']} {data['status']}"
@@ -110,27 +127,19 @@ class SweepDisplay:
 def summary_rows(rounds: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:
     """Per size: each arm's mean batch ready time and percent change vs baseline
     (accepted, non-warm-up rounds; the full report has the intervals)."""
+    return summary_table(arm_means(rounds))
+
+
+def summary_table(means: Sequence[ArmMean]) -> tuple[list[str], list[list[Any]]]:
     headers = ["size", "arm", "rounds", "mean batch ready (s)", "change vs baseline"]
-    if rounds.empty:
-        return headers, []
-    ok = rounds[(rounds["accepted"] == 1) & (rounds["warmup"] == 0)]
-    rows: list[list[Any]] = []
-    for _, by_size in ok.groupby("size"):
-        means = by_size.groupby("arm")["batch_ready_s"].agg(["mean", "count"])
-        base = means["mean"].get("baseline")
-        for arm, row in means.iterrows():
-            change = (
-                ""
-                if base is None or arm == "baseline"
-                else f"{(row['mean'] - base) / base * 100:+.1f} %"
-            )
-            rows.append(
-                [
-                    int(by_size["size"].iloc[0]),
-                    arm,
-                    int(row["count"]),
-                    round(float(row["mean"]), 3),
-                    change,
-                ]
-            )
+    rows: list[list[Any]] = [
+        [
+            m.size,
+            m.arm,
+            m.rounds,
+            round(m.mean_s, 3),
+            "" if m.change_pct is None else f"{m.change_pct:+.1f} %",
+        ]
+        for m in means
+    ]
     return headers, rows

@@ -1,7 +1,7 @@
 """What the readers of other tools' output share: arm globs, run directories, the rounds frame.
 
 A reader turns one run directory of another tool into one round (or a few): a row of the tidy
-rounds frame that ``abtest analyze`` reads from CSV (``abtest.cli.rounds_csv``): ``arm``,
+rounds frame that ``abtest analyze`` reads from CSV (``abtest.ingest.rounds_csv``): ``arm``,
 ``size``, ``block`` and the metric columns, times in seconds.
 """
 

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import SIZE, arm_order, check_rounds, rows_for
+from abtest.stats.frame import SIZE, arm_order, check_rounds, finite, rows_for
 from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
 
 
@@ -85,6 +86,10 @@ class Comparison:
     pct_note: str = ""  # why pct_ci / ratio_ci / p_value are None ("" when they are not)
     baseline_mean_matched: float = float("nan")  # the means savings_s is computed from
     treatment_mean_matched: float = float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: intervals as [low, high], a number that is not finite as None."""
+        return {f.name: finite(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def compare(

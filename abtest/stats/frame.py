@@ -54,3 +54,15 @@ def rows_for(rounds: pd.DataFrame, arm: str, size: int) -> pd.DataFrame:
 def arm_order(rounds: pd.DataFrame) -> list[str]:
     """Arms in order of first appearance (the order a plan or CSV lists them)."""
     return [str(a) for a in pd.unique(rounds[ARM])]
+
+
+def finite(value: object) -> object:
+    """A result value as JSON takes it: a number that is not finite is None (no NaN in the
+    output), an interval or other tuple a list, a numpy scalar a plain number."""
+    if isinstance(value, tuple | list):
+        return [finite(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
