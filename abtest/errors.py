@@ -1,8 +1,10 @@
 """One exception hierarchy.
 
 ``UserError`` and its children are problems with what the user gave us (a file, a flag,
-a node that is not in the state we need). The CLI prints them as one line and exits 2.
-Anything else is a bug and keeps its traceback.
+a node that is not in the state we need): the CLI prints them as one line and exits 2.
+Every other ``AbtestError`` is an operational failure (a node, the cluster, the lab): one line
+with its class name, and its own ``exit_code`` (4 for those below). An exception that is not an
+``AbtestError`` is a bug: ``abtest.cli.main`` lets it through with its traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 class AbtestError(Exception):
     """Base of every error abtest raises on purpose."""
+
+    exit_code = 1
 
 
 class UserError(AbtestError):
@@ -37,12 +41,6 @@ class ConfigError(UserError):
     """A catalog, playbook or profile file that does not load or validate."""
 
 
-class NotBuiltError(UserError):
-    """A command whose capability has not landed yet."""
-
-    exit_code = 2
-
-
 class NodeError(AbtestError):
     """Something on the node went wrong (SSH, kubelet, health). Not the user's input."""
 
@@ -62,7 +60,7 @@ class ApplyFailed(NodeError):
 
 
 class ClusterError(AbtestError):
-    """The API server answered with an error, converted in one place (cluster.errors)."""
+    """The API server answered with an error (converted by ``abtest.cluster.client``)."""
 
     exit_code = 4
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -191,9 +191,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
-    ),
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """A/B test kubelet feature gates and config fields on batch pod start-up."""
 
@@ -211,4 +214,4 @@ def main() -> None:
     except AbtestError as exc:
         # Expected operational failures (node, cluster, lab): one line, their own exit code.
         typer.secho(f"abtest: {type(exc).__name__}: {exc}", err=True, fg="red")
-        sys.exit(getattr(exc, "exit_code", 1))
+        sys.exit(exc.exit_code)
