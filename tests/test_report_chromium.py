@@ -94,6 +94,8 @@ def test_html_report_renders_in_headless_chromium(
         *tables.savings,
         *tables.attribution,
         *tables.more,
+        *tables.two_way,
+        *tables.time_went,
         tables.acceptance,
         tables.environment,
         *(t for t in (tables.combined, tables.excluded, tables.stages, tables.restarts) if t),

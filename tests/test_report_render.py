@@ -136,6 +136,8 @@ def test_markdown_and_html_carry_the_same_tables(model: ReportModel) -> None:
         *tables.savings,
         *tables.attribution,
         *tables.more,
+        *tables.two_way,
+        *tables.time_went,
         tables.acceptance,
         tables.environment,
     ]

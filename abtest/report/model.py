@@ -28,6 +28,7 @@ from abtest.report.descriptive import (
     stages,
 )
 from abtest.report.fleet import FleetReport, build_fleet
+from abtest.report.reference import PodSpecFactor, build_time_went, build_two_way
 from abtest.stats import (
     Attribution,
     Comparison,
@@ -39,8 +40,10 @@ from abtest.stats import (
     uncomparable,
 )
 from abtest.stats.intervals import check_confidence
+from abtest.stats.phases import TimeWent
 from abtest.stats.power import POWER, Detectable, achieved
 from abtest.stats.sequential import SequentialPlan, sequential_plan_of
+from abtest.stats.twoway import TwoWay
 from abtest.store.db import Store
 
 PRIMARY_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")
@@ -99,6 +102,11 @@ class ReportModel:
     sequential: SequentialPlan | None = None
     # a run on several nodes: per-node comparisons and the node x arm interaction
     fleet: FleetReport | None = None
+    # the reference article's views: the runtime x settings table (one pod-spec factor crossed
+    # with kubelet factors) and, per arm vs baseline, where the time went
+    two_way: TwoWay | None = None
+    pod_factor: PodSpecFactor | None = None
+    time_went: tuple[TimeWent, ...] = ()
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -170,6 +178,8 @@ def build_model(
     attributions, factorials = _attribution_and_factorial(
         data, base, metrics, confidence, notes, combined
     )
+    two_way_table, pod_factor = build_two_way(data, confidence, notes)
+    time_went = build_time_went(data, base, confidence, notes)
     included = data.rounds[data.rounds[INCLUDED]]
     return ReportModel(
         run_id=run_id,
@@ -198,6 +208,9 @@ def build_model(
         detectable=tuple(achieved(c, POWER) for c in comparisons),
         sequential=sequential,
         fleet=build_fleet(data, base, metrics, confidence),
+        two_way=two_way_table,
+        pod_factor=pod_factor,
+        time_went=time_went,
     )
 
 

@@ -32,6 +32,7 @@ from abtest.report.tables_detail import (
     restarts_table,
     stages_table,
 )
+from abtest.report.tables_reference import time_went_tables, two_way_tables
 from abtest.stats import Comparison
 
 
@@ -50,6 +51,10 @@ class ReportTables:
     environment: Table
     more: tuple[Table, ...]  # P50 / P99 per arm and vs baseline
     fleet: tuple[Table, ...] = ()  # several nodes: per-node savings, node x arm interaction
+    # runtime x settings: cells, per-runtime saving, interaction (one pod-spec factor crossed
+    # with kubelet factors)
+    two_way: tuple[Table, ...] = ()
+    time_went: tuple[Table, ...] = ()  # per arm vs baseline: phases and top kubelet stages
 
 
 def build_tables(model: ReportModel) -> ReportTables:
@@ -77,6 +82,8 @@ def build_tables(model: ReportModel) -> ReportTables:
             if t is not None
         ),
         fleet=fleet_tables(model.fleet, model.baseline, ci),
+        two_way=two_way_tables(model, ci),
+        time_went=time_went_tables(model, ci),
     )
 
 

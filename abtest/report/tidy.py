@@ -12,7 +12,11 @@ CSV files (one row per observation, one column per variable):
 - ``pods.csv``: every pod's stored timestamps and its latency, so every percentile and batch
   ready time can be recomputed;
 - ``attribution.csv`` / ``non_additivity.csv`` / ``factorial.csv`` when the run has them;
-- ``acceptance.csv``, ``kubelet_stages.csv``, ``restarts.csv``, ``environment.csv``.
+- ``acceptance.csv``, ``kubelet_stages.csv``, ``restarts.csv``, ``environment.csv``;
+- ``two_way.csv`` / ``two_way_savings.csv`` / ``two_way_interaction.csv`` when the run
+  crosses one pod-spec factor with kubelet factors (the runtime x settings table);
+- ``where_time_went.csv``: per arm vs baseline and size, every pod phase and kubelet stage's
+  saving with its interval and share of the batch saving (the report shows the top stages).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from abtest.report.model import ReportModel
+from abtest.report.tidy_reference import reference_frames
 from abtest.stats import Comparison
 from abtest.stats.power import Detectable
 
@@ -164,6 +169,7 @@ def frames(model: ReportModel) -> dict[str, pd.DataFrame]:
         "kubelet_stages": pd.DataFrame([plain(s) for s in model.stages]),
         "restarts": pd.DataFrame([plain(r) for r in model.restarts]),
         "environment": pd.DataFrame(model.environment, columns=["item", "value"]),
+        **reference_frames(model),
     }
     return {name: frame for name, frame in out.items() if not frame.empty}
 
@@ -235,6 +241,9 @@ def to_json(model: ReportModel) -> dict[str, Any]:
             ],
             "until_resolved": model.sequential,
             "fleet": model.fleet,
+            "pod_factor": model.pod_factor,
+            "two_way": model.two_way,
+            "where_time_went": model.time_went,
             "attributions": model.attributions,
             "factorial": model.factorial,
             "acceptance": model.acceptance,

@@ -1,0 +1,268 @@
+"""The reference article's tables: runtime x settings (two-way, per-runtime saving, interaction)
+and where the time went. Formatting of the model only."""
+
+from __future__ import annotations
+
+import re
+
+from abtest.report.fmt import DASH, Table, make_table, num, p_value, with_ci
+from abtest.report.model import ReportModel
+from abtest.stats import Comparison
+from abtest.stats.phases import ItemChange, TimeWent
+from abtest.stats.twoway import TwoWay, TwoWayInteraction
+
+TOP_STAGES = 3  # kubelet stages per (arm, size) in the main text; all of them are in the CSV
+
+
+def two_way_tables(model: ReportModel, ci: str) -> tuple[Table, ...]:
+    t = model.two_way
+    if t is None:
+        return ()
+    return (_cells(model, t, ci), _savings(t, ci), _interactions(t, ci))
+
+
+def _row_header(model: ReportModel) -> str:
+    pod = model.pod_factor
+    if pod is None or pod.target == "pod.runtimeClassName":
+        return "Runtime"
+    return "Annotation " + pod.target.removeprefix("pod.annotations.")
+
+
+def _with_label(t: TwoWay) -> str:
+    return " + ".join(t.settings)
+
+
+def _cells(model: ReportModel, t: TwoWay, ci: str) -> Table:
+    counts = [c.n for c in t.cells]
+    usual = max(set(counts), key=counts.count) if counts else 0
+    rows = []
+    for level in t.levels:
+        row = [level]
+        for size in t.sizes:
+            for settings_on in (False, True):
+                c = t.cell(level, settings_on, size)
+                if c is None:
+                    row.append(DASH)
+                    continue
+                text = with_ci(c.mean, c.ci, c.note)
+                row.append(text if c.n == usual else f"{text} (n={c.n})")
+        rows.append(row)
+    arms = "; ".join(f"{level} {'with' if on else 'without'} = {arm}" for level, on, arm in t.arms)
+    return make_table(
+        key="two-way",
+        title=f"Batch ready time, seconds: {t.pod_factor} x {_with_label(t)} (mean [{ci} CI])",
+        columns=[
+            _row_header(model),
+            *(f"{s} pods {w}" for s in t.sizes for w in ("without", "with")),
+        ],
+        rows=rows,
+        notes=[
+            f"Rows: the two values of {t.pod_factor}; 'with' = {_with_label(t)} on, "
+            f"'without' = off. Arms: {arms}.",
+            t.note,
+            f"n = {usual} analysed rounds per cell unless marked; the reference article's table "
+            "shape (one round each there, no intervals).",
+        ],
+    )
+
+
+def _saving(c: Comparison) -> str:
+    return with_ci(c.savings_s, c.savings_ci, c.savings_note, 3, sign=True)
+
+
+def _pct(c: Comparison) -> str:
+    return with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True)
+
+
+def _savings(t: TwoWay, ci: str) -> Table:
+    rows = []
+    for level, c in t.savings:
+        pairs = f"{c.n_pairs} pairs" if c.method == "paired" else c.method
+        rows.append(
+            [
+                str(c.size),
+                level,
+                num(c.baseline_mean_matched),
+                num(c.treatment_mean_matched),
+                _saving(c),
+                _pct(c),
+                p_value(c.p_adjusted),
+                f"{c.n_baseline}/{c.n_treatment} ({pairs})",
+            ]
+        )
+    return make_table(
+        key="two-way-savings",
+        title=f"The saving of {_with_label(t)} per {t.pod_factor} level (with vs without)",
+        columns=[
+            "Pods",
+            "Level",
+            "Without s",
+            "With s",
+            f"Saving s [{ci} CI]",
+            f"Reduction % [{ci} CI]",
+            "p (Holm)",
+            "n without/with",
+        ],
+        rows=rows,
+        left=2,
+        notes=[
+            "Saving = without - with at the same level (positive: the settings make it faster); "
+            "reduction on geometric means; both paired by block; p (Holm) over the levels at "
+            "each size. Means are the ones the saving is made of (complete blocks when paired).",
+        ],
+    )
+
+
+def _reading(i: TwoWayInteraction, on: str, off: str) -> str:
+    if i.ratio_ci is None:
+        return "no interval: " + (i.note or "n too small")
+    lo, hi = i.ratio_ci
+    if hi < 1.0:
+        return f"depends: the settings cut more on {on}"
+    if lo > 1.0:
+        return f"depends: the settings cut more on {off}"
+    return "no clear dependence (the interval includes 1)"
+
+
+def _interactions(t: TwoWay, ci: str) -> Table:
+    off, on = t.levels
+    rows = [
+        [
+            str(i.size),
+            with_ci(i.ratio_of_ratios, i.ratio_ci, i.note, 3),
+            with_ci(i.pct_difference, i.pct_ci, i.note, 1, sign=True),
+            with_ci(i.savings_diff_s, i.savings_diff_ci, i.note, 3, sign=True),
+            p_value(i.p_value),
+            f"{i.n_blocks} blocks" if i.method == "paired" else i.method,
+            _reading(i, on, off),
+        ]
+        for i in t.interactions
+    ]
+    return make_table(
+        key="two-way-interaction",
+        title=f"Does the saving depend on {t.pod_factor}? Interaction per size",
+        columns=[
+            "Pods",
+            f"Ratio of ratios [{ci} CI]",
+            f"Extra reduction on {on} % [{ci} CI]",
+            f"Saving on {on} - on {off}, s [{ci} CI]",
+            "p",
+            "Pairing",
+            "Note",
+        ],
+        rows=rows,
+        notes=[
+            f"Ratio of ratios = ({on} with / {on} without) / ({off} with / {off} without) on "
+            "geometric means, from one four-arm contrast per block on the log scale: 1 = the "
+            f"settings cut the same fraction on both; below 1 they cut more on {on}. Extra "
+            "reduction = (1 - ratio of ratios) x 100. p tests 'no dependence', not adjusted "
+            "across sizes.",
+        ],
+    )
+
+
+# ------------------------------------------------------------------ where the time went
+
+
+def time_went_tables(model: ReportModel, ci: str) -> tuple[Table, ...]:
+    arms = [a for a in model.arm_names() if any(w.arm == a for w in model.time_went)]
+    return tuple(
+        _time_went(model, [w for w in model.time_went if w.arm == arm], ci) for arm in arms
+    )
+
+
+def _ms_ci(value: float, lo_hi: tuple[float, float] | None, note: str) -> str:
+    scaled = None if lo_hi is None else (lo_hi[0] * 1000.0, lo_hi[1] * 1000.0)
+    return with_ci(value * 1000.0, scaled, note, 1, sign=True)
+
+
+def stage_label(item: str) -> str:
+    """``kubelet_pod_status_sync_duration_seconds{a="b"}`` -> ``pod_status_sync_duration{...}``."""
+    name, brace, labels = item.partition("{")
+    short = name.removeprefix("kubelet_").removesuffix("_seconds")
+    return short + (brace + labels if brace else "")
+
+
+def item_label(c: ItemChange) -> str:
+    if c.kind == "stage":
+        return stage_label(c.item)
+    return "per-pod latency (sum of phases)" if c.rank == 0 else c.item
+
+
+def _share(c: ItemChange) -> str:
+    # + 0.0: a share that rounds to zero from below reads "0", not "-0"
+    return DASH if c.share_pct is None else f"{round(c.share_pct) + 0.0:.0f}"
+
+
+def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
+    arm, base = went[0].arm, went[0].baseline
+    rows: list[list[str]] = []
+    unclear: list[str] = []
+    for w in went:
+        b = w.batch
+        rows.append(
+            [
+                str(w.size),
+                "batch ready time",
+                "batch",
+                num(b.baseline_mean_matched * 1000.0, 1),
+                num(b.treatment_mean_matched * 1000.0, 1),
+                _ms_ci(b.savings_s, b.savings_ci, b.savings_note),
+                "100" if w.clear else DASH,
+                p_value(b.p_value),
+            ]
+        )
+        if not w.clear:
+            unclear.append(str(w.size))
+        for c in (*w.phases, *w.top_stages(TOP_STAGES)):
+            rows.append(
+                [
+                    str(w.size),
+                    item_label(c),
+                    c.kind,
+                    num(c.baseline_mean * 1000.0, 1),
+                    num(c.arm_mean * 1000.0, 1),
+                    _ms_ci(c.saving_s, c.ci, c.note),
+                    _share(c),
+                    p_value(c.p_value),
+                ]
+            )
+    notes = [
+        f"Saving = {base} - {arm} in milliseconds (positive: {arm} spends less time there), "
+        f"{ci} t-intervals paired by block like the savings tables, one per row, not adjusted "
+        "across rows. Share = saving / batch saving x 100, ranked within phases and within "
+        "stages; shares do not add up to 100 % (pods start in parallel, stages overlap).",
+        "Phases: per round, the mean over its pods of sent -> scheduled (schedule) -> ready to "
+        "start containers (sandbox) -> containers ready (containers) -> Ready (ready); they add "
+        "up to the mean per-pod latency. A milestone is when the watch first saw its condition; "
+        "one status write can carry several, so a phase can read 0 and the wait for that write "
+        "counts in the phase before it. Stages: per round, the kubelet histogram's mean per "
+        f"observation; the top {TOP_STAGES} per size here, every stage in where_time_went.csv.",
+    ]
+    if unclear:
+        notes.append(
+            f"No share at {', '.join(unclear)} pods: the batch saving's interval there includes "
+            "0 (or there is none), so a share of it would be noise; rows are ranked by the size "
+            "of their change instead."
+        )
+    return make_table(
+        key=f"time-went-{_slug(arm)}",
+        title=f"Where the time went: {arm} vs {base}",
+        columns=[
+            "Pods",
+            "Phase or stage",
+            "Kind",
+            f"{base} ms",
+            f"{arm} ms",
+            f"Saving ms [{ci} CI]",
+            "Share %",
+            "p",
+        ],
+        rows=rows,
+        left=2,
+        notes=notes,
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "arm"
