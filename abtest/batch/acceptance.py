@@ -1,4 +1,4 @@
-"""Round acceptance, exactly as DESIGN.md "Measurement semantics" (pure).
+"""Round acceptance of the reference method (pure).
 
 A round is accepted only if every pod of the batch reached Ready, no container restarted and
 no pod went Ready -> NotReady while we watched (up to the end of the observation window).

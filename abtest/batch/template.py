@@ -1,6 +1,6 @@
 """The pod of a batch, rendered from a jinja2 template (StrictUndefined) into plain dicts.
 
-The shipped template (``templates/pod.yaml.j2``) is the reference workload of DESIGN.md; a
+The shipped template (``templates/pod.yaml.j2``) is the reference workload (``Workload``); a
 playbook may name its own template (``workload.template``) that receives the same variables.
 Rendering happens before a round starts, so its cost is never inside the timing.
 """

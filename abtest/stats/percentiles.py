@@ -1,4 +1,4 @@
-"""Nearest-rank percentiles, the definition DESIGN.md fixes for per-pod latency.
+"""Nearest-rank percentiles, the reference method's definition for per-pod latency.
 
 The nearest-rank P_q of n values is the value at rank ``ceil(q/100 * n)`` in ascending order:
 always one of the observed values, no interpolation, so a P95 of 150 pods is the 143rd fastest
