@@ -250,3 +250,18 @@ def test_two_pod_spec_factors_give_no_table_and_say_so(store: Store) -> None:
     model = build_model(store, run_id)
     assert model.two_way is None
     assert any("2 pod-spec factors (crun, template)" in n for n in model.notes)
+
+
+def test_the_pod_part_the_plan_stored_is_read_too(store: Store) -> None:
+    """The sweep keeps each arm's pod part in the run's plan (``arm_pods``)."""
+    run_id = build_sweep(store, TWO_WAY)  # arms store feature gates only
+    pods = {
+        name: {"pod.runtimeClassName": "crun" if "crun" in on else "runc"}
+        for name, on in TWO_WAY.arms
+    }
+    plan = {"blocks": TWO_WAY.blocks, "arm_pods": pods}
+    store.update("runs", {"id": run_id}, {"plan_json": json.dumps(plan)})
+    model = build_model(store, run_id)
+    assert model.pod_factor is not None and model.pod_factor.source == "the run's stored pod parts"
+    assert model.two_way is not None and model.two_way.levels == ("runc", "crun")
+    assert not any("catalog" in n for n in model.notes)

@@ -1,11 +1,11 @@
 """The reference article's views of a run: the runtime x settings two-way table and "where the
 time went". Finds what they need in the stored run and calls ``abtest.stats``; no statistics.
 
-Which factor is the pod-spec one (the runtime) is read from what the arms stored: an arm's pod
-part is kept in its settings as ``pod.runtimeClassName`` / ``pod.annotations.<key>``, so the
-factor whose on/off flips that value is the pod-spec factor, and the two values it flips between
-are the table's rows, as they ran. A run that stored no pod part (older runs) falls back to the
-catalog it names, as the catalog file is now, and says so.
+Which factor is the pod-spec one (the runtime) is read from what the run stored: an arm's pod
+part (``pod.runtimeClassName`` / ``pod.annotations.<key>``, in the arm's settings or the plan's
+``arm_pods``), so the factor whose on/off flips that value is the pod-spec factor, and the two
+values it flips between are the table's rows, as they ran. A run that stored no pod part
+(older runs) falls back to the catalog it names, as the catalog file is now, and says so.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from abtest.stats.phases import TimeWent, pod_phases, stage_means, where_time_we
 from abtest.stats.twoway import TwoWay, two_way
 
 POD_PREFIX = "pod."
+STORED = "the run's stored pod parts"
 TWO_WAY_METRIC = "batch_ready_s"
 
 
@@ -32,11 +33,11 @@ class PodSpecFactor:
     target: str  # "pod.runtimeClassName" or "pod.annotations.<key>"
     off: str
     on: str
-    source: str  # where this was learnt: "the arms' stored pod settings" or the catalog
+    source: str  # where this was learnt: the run's stored pod parts, or the catalog
 
 
 def pod_spec_factors(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ...]:
-    """The run's pod-spec factors: from the arms' stored pod settings, else the catalog."""
+    """The run's pod-spec factors: from the run's stored pod parts, else the catalog."""
     found = _from_arms(data)
     if found or not data.factors:
         return found
@@ -45,32 +46,51 @@ def pod_spec_factors(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ..
 
 def _from_arms(data: RunData) -> tuple[PodSpecFactor, ...]:
     values: dict[str, dict[str, str]] = {}  # target -> arm -> value
-    for arm in data.arms:
-        for key, text in arm.settings:
-            if key.startswith(POD_PREFIX):
-                value = json.loads(text)
-                values.setdefault(key, {})[arm.name] = str(value)
+    for arm, key, value in _stored_pod_parts(data):
+        values.setdefault(key, {})[arm] = value
     on_sets = {a.name: set(a.on) for a in data.arms}
     out: list[PodSpecFactor] = []
     for target, by_arm in values.items():
         for factor in data.factors:
-            on = {v for arm, v in by_arm.items() if factor in on_sets[arm]}
-            off = {v for arm, v in by_arm.items() if factor not in on_sets[arm]}
+            on = {v for arm, v in by_arm.items() if factor in on_sets.get(arm, set())}
+            off = {v for arm, v in by_arm.items() if factor not in on_sets.get(arm, set())}
             if len(on) == 1 and len(off) == 1 and on != off:
-                out.append(
-                    PodSpecFactor(
-                        factor, target, off.pop(), on.pop(), "the arms' stored pod settings"
-                    )
-                )
+                out.append(PodSpecFactor(factor, target, off.pop(), on.pop(), STORED))
                 break
     return tuple(out)
+
+
+def _stored_pod_parts(data: RunData) -> list[tuple[str, str, str]]:
+    """(arm, target, value) of every pod part the run stored: in the arms' settings, or in
+    its plan (``arm_pods``: arm -> {target: value})."""
+    parts = [
+        (arm.name, key, str(json.loads(text)))
+        for arm in data.arms
+        for key, text in arm.settings
+        if key.startswith(POD_PREFIX)
+    ]
+    plan_text = data.run.get("plan_json")
+    try:
+        plan = json.loads(plan_text) if isinstance(plan_text, str) and plan_text else {}
+    except json.JSONDecodeError:
+        plan = {}  # a plan that is not JSON holds no pod parts; the rest of the report stands
+    arm_pods = plan.get("arm_pods") if isinstance(plan, dict) else None
+    if isinstance(arm_pods, dict):
+        parts += [
+            (str(arm), str(key), str(value))
+            for arm, pod in arm_pods.items()
+            if isinstance(pod, dict)
+            for key, value in pod.items()
+            if str(key).startswith(POD_PREFIX)
+        ]
+    return parts
 
 
 def _from_catalog(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ...]:
     name = data.run.get("catalog_name")
     if not isinstance(name, str) or not name:
         return ()
-    # Imported here: only a run without stored pod settings needs the catalog (and its YAML).
+    # Imported here: only a run without stored pod parts needs the catalog (and its YAML).
     from abtest.catalog import load_catalog
 
     try:
@@ -78,7 +98,7 @@ def _from_catalog(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ...]:
     except UserError:
         return ()  # a catalog that is gone or renamed: no pod-spec factor can be told
     out: list[PodSpecFactor] = []
-    source = f"catalog {name} as it is now (the run stored no pod settings)"
+    source = f"catalog {name} as it is now (the run stored no pod parts)"
     for factor in catalog.factors:
         if factor.name not in data.factors or not factor.is_pod_spec:
             continue
