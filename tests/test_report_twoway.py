@@ -265,3 +265,14 @@ def test_the_pod_part_the_plan_stored_is_read_too(store: Store) -> None:
     assert model.pod_factor is not None and model.pod_factor.source == "the run's stored pod parts"
     assert model.two_way is not None and model.two_way.levels == ("runc", "crun")
     assert not any("catalog" in n for n in model.notes)
+
+
+def test_key_results_state_the_per_runtime_saving_and_its_dependence(model: ReportModel) -> None:
+    lines = [h for h in build_tables(model).headlines if h.startswith("speedups at ")]
+    assert len(lines) == 2  # one per size
+    first = lines[0]
+    assert first.startswith("speedups at 20 pods: reduction +")
+    assert "% on runc and +" in first and "% on crun [95% CI]" in first
+    assert "ratio of ratios 1.0" in first or "ratio of ratios 0.9" in first
+    assert first.endswith("no clear dependence (the interval includes 1).")
+    assert first in render_markdown(model)

@@ -32,7 +32,11 @@ from abtest.report.tables_detail import (
     restarts_table,
     stages_table,
 )
-from abtest.report.tables_reference import time_went_tables, two_way_tables
+from abtest.report.tables_reference import (
+    time_went_tables,
+    two_way_headlines,
+    two_way_tables,
+)
 from abtest.stats import Comparison
 
 
@@ -62,7 +66,7 @@ def build_tables(model: ReportModel) -> ReportTables:
     primary = [m for m in PRIMARY_METRICS if m in model.metrics]
     others = [m for m in model.metrics if m not in PRIMARY_METRICS]
     return ReportTables(
-        headlines=_headlines(model),
+        headlines=_headlines(model) + two_way_headlines(model),
         per_arm=tuple(_per_arm(model, m, ci) for m in primary),
         savings=tuple(t for m in primary if (t := _savings(model, m, ci)) is not None),
         combined=_combined(model, ci),

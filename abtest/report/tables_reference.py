@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from abtest.report.fmt import DASH, Table, make_table, num, p_value, with_ci
+from abtest.report.fmt import DASH, Table, level, make_table, num, p_value, with_ci
 from abtest.report.model import ReportModel
 from abtest.stats import Comparison
 from abtest.stats.phases import ItemChange, TimeWent
@@ -36,18 +36,18 @@ def _cells(model: ReportModel, t: TwoWay, ci: str) -> Table:
     counts = [c.n for c in t.cells]
     usual = max(set(counts), key=counts.count) if counts else 0
     rows = []
-    for level in t.levels:
-        row = [level]
+    for lv in t.levels:
+        row = [lv]
         for size in t.sizes:
             for settings_on in (False, True):
-                c = t.cell(level, settings_on, size)
+                c = t.cell(lv, settings_on, size)
                 if c is None:
                     row.append(DASH)
                     continue
                 text = with_ci(c.mean, c.ci, c.note)
                 row.append(text if c.n == usual else f"{text} (n={c.n})")
         rows.append(row)
-    arms = "; ".join(f"{level} {'with' if on else 'without'} = {arm}" for level, on, arm in t.arms)
+    arms = "; ".join(f"{lv} {'with' if on else 'without'} = {arm}" for lv, on, arm in t.arms)
     return make_table(
         key="two-way",
         title=f"Batch ready time, seconds: {t.pod_factor} x {_with_label(t)} (mean [{ci} CI])",
@@ -76,12 +76,12 @@ def _pct(c: Comparison) -> str:
 
 def _savings(t: TwoWay, ci: str) -> Table:
     rows = []
-    for level, c in t.savings:
+    for lv, c in t.savings:
         pairs = f"{c.n_pairs} pairs" if c.method == "paired" else c.method
         rows.append(
             [
                 str(c.size),
-                level,
+                lv,
                 num(c.baseline_mean_matched),
                 num(c.treatment_mean_matched),
                 _saving(c),
@@ -159,6 +159,27 @@ def _interactions(t: TwoWay, ci: str) -> Table:
             "across sizes.",
         ],
     )
+
+
+def two_way_headlines(model: ReportModel) -> tuple[str, ...]:
+    """Per size: the settings' reduction at each runtime level and whether it depends on it."""
+    t = model.two_way
+    if t is None:
+        return ()
+    lines = []
+    for size in t.sizes:
+        per_level = [(lv, c) for lv, c in t.savings if c.size == size]
+        i = t.interaction(size)
+        if len(per_level) != 2 or i is None:
+            continue
+        cuts = " and ".join(f"{_pct(c)} % on {lv}" for lv, c in per_level)
+        off, on = t.levels
+        lines.append(
+            f"{_with_label(t)} at {size} pods: reduction {cuts} [{level(t.confidence)} CI]; "
+            f"ratio of ratios {with_ci(i.ratio_of_ratios, i.ratio_ci, i.note, 3)}: "
+            f"{_reading(i, on, off)}."
+        )
+    return tuple(lines)
 
 
 # ------------------------------------------------------------------ where the time went
