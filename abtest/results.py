@@ -18,9 +18,12 @@ other than migrating an older one to this version's schema.
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from abtest.errors import UserError
 from abtest.store.db import Store, default_path
@@ -30,6 +33,54 @@ if TYPE_CHECKING:
 
     from abtest.stats.compare import Comparison
     from abtest.stats.gate import GateResult
+
+
+# where `abtest report` writes by default (reports/RUN_ID/)
+REPORTS = Path("reports")
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run as `abtest runs show` describes it: status, nodes, playbook, arms with their
+    settings, sizes, blocks done of planned, rounds (accepted / all) per arm and size, and
+    where its report is (``report``: directory, files there, the command that renders it)."""
+
+    id: str
+    kind: str
+    status: str
+    stop_reason: str | None
+    created_at: str
+    finished_at: str | None
+    node: str | None
+    nodes: list[str]
+    profile: str | None
+    playbook: str | None
+    design: str | None
+    seed: int | None
+    command: str | None
+    arms: list[dict[str, Any]]
+    sizes: list[int]
+    blocks_planned: int | None
+    blocks_with_rounds: int
+    rounds: list[dict[str, Any]]
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _clean(value: Any) -> Any:
+    """A JSON-safe scalar: NaN is null, numpy scalars are plain numbers."""
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as JSON-safe dicts."""
+    return [{str(k): _clean(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
 
 
 class Results:
@@ -56,6 +107,64 @@ class Results:
         warmup and accepted."""
         self._store.run_row(run_id)
         return self._store.pods_frame(run_id)
+
+    def detail(self, run_id: str, reports: Path = REPORTS) -> RunDetail:
+        """One run in detail (``reports``: where its rendered report would be)."""
+        row = self._store.run_row(run_id)
+        plan = json.loads(row["plan_json"] or "{}")
+        schedule = plan.get("schedule") or {}
+        rounds = self._store.rounds_frame(run_id)
+        measured = rounds[rounds["warmup"] == 0] if not rounds.empty else rounds
+        counts = []
+        if not measured.empty:
+            for key, accepted in measured.groupby(["arm", "size"], sort=False)["accepted"]:
+                arm, size = key
+                counts.append(
+                    {
+                        "arm": str(arm),
+                        "size": int(cast(int, size)),
+                        "rounds": len(accepted),
+                        "accepted": int(accepted.sum()),
+                    }
+                )
+        blocks = {int(b) for b in measured["block"].dropna()} if not measured.empty else set()
+        report_dir = reports / run_id
+        return RunDetail(
+            id=row["id"],
+            kind=row["kind"],
+            status=row["status"],
+            stop_reason=row["stop_reason"],
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+            node=row["node_name"],
+            nodes=plan.get("nodes") or ([row["node_name"]] if row["node_name"] else []),
+            profile=row["profile_name"],
+            playbook=row["playbook_name"],
+            design=row["design"],
+            seed=_clean(row["seed"]),
+            command=row["command"],
+            arms=[
+                {
+                    "name": a["name"],
+                    "on": json.loads(a["on_json"] or "[]"),
+                    "settings": json.loads(a["settings_json"] or "{}"),
+                    "status": a["status"],
+                    "failure": a["failure"],
+                }
+                for a in records(self._store.arms_frame(run_id))
+            ],
+            sizes=sorted({int(s) for s in rounds["size"]}) if not rounds.empty else [],
+            blocks_planned=_clean(schedule.get("blocks")),
+            blocks_with_rounds=len(blocks),
+            rounds=counts,
+            report={
+                "directory": str(report_dir),
+                "files": sorted(p.name for p in report_dir.iterdir())
+                if report_dir.is_dir()
+                else [],
+                "render": f"abtest report {run_id} --format html",
+            },
+        )
 
     def comparisons(
         self, run_id: str, *, baseline: str | None = None, confidence: float = 0.95

@@ -197,3 +197,17 @@ def test_the_readme_example_runs(db: Path, capsys: pytest.CaptureFixture[str]) -
     exec(compile(code, "README.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "+fast 5 batch_ready_s 19.7 %" in printed
+
+
+def test_detail_is_what_runs_show_prints(db: Path) -> None:
+    with abtest.open_results(db) as res:
+        detail = res.detail("sweep-1")
+    assert (detail.blocks_with_rounds, detail.sizes, detail.status) == (BLOCKS, [SIZE], "finished")
+    assert {a["name"] for a in detail.arms} == {"baseline", "+fast"}
+    done = subprocess.run(
+        [sys.executable, "-m", "abtest", "runs", "show", "sweep-1", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(json.dumps(detail.to_dict()))
