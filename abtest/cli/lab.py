@@ -48,7 +48,8 @@ def up(
 
 @app.command("status")
 def status(json_out: o.Json = False) -> None:
-    """Each component's pid and health, node readiness, kubeconfig and SSH target."""
+    """Each component's pid and health, node readiness, each node's runtime handlers (as
+    its containerd reports them), the RuntimeClass objects, kubeconfig and SSH target."""
     st = control.status()
     if json_out:
         print_json(st.as_json())
@@ -68,6 +69,12 @@ def status(json_out: o.Json = False) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
+            handlers = ", ".join(node.runtime_handlers) or f"? ({node.runtime_handlers_error})"
+            console.print(f"  runtime handlers: {handlers}", highlight=False, soft_wrap=True)
+        classes = ", ".join(f"{n} (handler {h})" for n, h in st.runtime_classes.items())
+        if st.runtime_classes_error:
+            classes = f"? ({st.runtime_classes_error})"
+        console.print(f"RuntimeClasses: {classes or 'none'}", highlight=False, soft_wrap=True)
         for line in st.left_behind:
             console.print(f"left behind: {line}", highlight=False)
         for line in st.kept:

@@ -358,9 +358,17 @@ def api_get(paths: Paths, ports: dict[str, int], path: str) -> dict[str, Any]:
         return dict(json.loads(resp.read()))
 
 
-def api_call(paths: Paths, ports: dict[str, int], path: str, method: str) -> dict[str, Any]:
+def api_call(
+    paths: Paths,
+    ports: dict[str, int],
+    path: str,
+    method: str,
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     url = f"https://127.0.0.1:{ports['apiserver']}{path}"
-    req = urllib.request.Request(url, method=method)
+    data = None if body is None else json.dumps(body).encode()
+    headers = {} if body is None else {"Content-Type": "application/json"}
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
     with urllib.request.urlopen(req, timeout=10, context=_tls(paths)) as resp:
         return dict(json.loads(resp.read()))
 

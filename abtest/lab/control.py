@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtest.errors import LabError
-from abtest.lab import components, host, images, layout, pki, residue, sshd
+from abtest.lab import components, host, images, layout, pki, residue, runtimes, sshd
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.binaries import binary_set, ensure_binaries
 from abtest.lab.files import make_dir
@@ -59,6 +59,10 @@ class LabStatus:
     # here, and what `down` keeps on purpose (see residue.py).
     left_behind: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
+    # RuntimeClass objects in the cluster (name -> handler); empty with the reason in
+    # runtime_classes_error when the API server could not be asked.
+    runtime_classes: dict[str, str] = field(default_factory=dict)
+    runtime_classes_error: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -72,6 +76,8 @@ class LabStatus:
                 for c in self.components
             },
             "nodes": [n.as_json() for n in self.nodes],
+            "runtime_classes": dict(self.runtime_classes),
+            "runtime_classes_error": self.runtime_classes_error,
             "left_behind": list(self.left_behind),
             "kept": list(self.kept),
         }
@@ -93,6 +99,13 @@ def status(paths: Paths | None = None) -> LabStatus:
     ready = all(n.ready for n in node_list)
     ssh = f"{layout.SSH_USER}@127.0.0.1:{ports['sshd']}" if "sshd" in ports else ""
     is_up = all(c.running for c in comps) and all(n.up for n in node_list)
+    classes: dict[str, str] = {}
+    classes_error: str | None = "the API server is not healthy"
+    if api_ok:
+        try:
+            classes, classes_error = runtimes.runtime_classes(paths, ports), None
+        except (OSError, ValueError, KeyError) as exc:
+            classes_error = f"listing RuntimeClasses failed: {exc}"
     return LabStatus(
         up=is_up,
         ready=ready,
@@ -103,6 +116,8 @@ def status(paths: Paths | None = None) -> LabStatus:
         nodes=node_list,
         left_behind=() if is_up else tuple(residue.left_behind(paths, state)),
         kept=() if is_up else tuple(residue.kept(paths)),
+        runtime_classes=classes,
+        runtime_classes_error=classes_error,
     )
 
 
@@ -180,6 +195,7 @@ def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatu
             if name == "kube-apiserver":
                 _apply_rbac(paths)
                 _delete_stale_node_objects(paths, ports, nodes, say)
+                runtimes.ensure_runtime_classes(paths, ports, say)
         for node in want[1:]:
             lab_nodes.start_node(node, ports, say)
         _wait_ready(want, ports)

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from abtest.errors import LabError
-from abtest.lab import layout
+from abtest.lab import layout, runtimes
 from abtest.lab.files import PUBLIC_FILE, replace_system_file, write_file
 from abtest.lab.processes import run
 
@@ -18,6 +18,8 @@ from abtest.lab.processes import run
 PACKAGES = {
     "containerd": "/usr/bin/containerd",
     "runc": "/usr/sbin/runc",
+    # The lab's second runtime handler (runtimes.py), next to runc.
+    "crun": "/usr/bin/crun",
     "containernetworking-plugins": "/usr/lib/cni/bridge",
     "busybox-static": "/bin/busybox",
     "openssh-server": "/usr/sbin/sshd",
@@ -246,13 +248,7 @@ state = "{node.run / "containerd" / "state"}"
   sandbox_image = "{layout.PAUSE_IMAGE}"
   # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails on oom_score_adj.
   restrict_oom_score_adj = true
-  [{cri}.containerd]
-    default_runtime_name = "runc"
-    [{cri}.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [{cri}.containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [{cri}.cni]
+{runtimes.containerd_runtimes_toml(cri)}  [{cri}.cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{node.cni_dir / "net.d"}"
 """,

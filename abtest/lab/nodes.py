@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from abtest import datafiles
 from abtest.errors import LabError, UserError
-from abtest.lab import components, host, images, layout, pki
+from abtest.lab import components, host, images, layout, pki, runtimes
 from abtest.lab.files import PUBLIC_FILE, make_dir, write_file
 from abtest.lab.layout import Node, Paths
 from abtest.lab.processes import alive, read_pid, start, stop, wait_until
@@ -194,6 +194,10 @@ class NodeStatus:
     running: dict[str, int | None]
     healthy: dict[str, bool]
     ready: bool
+    # The runtime handlers the node's containerd reports (`crictl info`), sorted; empty
+    # with the reason in runtime_handlers_error when it could not be asked.
+    runtime_handlers: tuple[str, ...] = ()
+    runtime_handlers_error: str | None = None
 
     @property
     def up(self) -> bool:
@@ -215,6 +219,8 @@ class NodeStatus:
                 }
                 for n in components.NODE_COMPONENTS
             },
+            "runtime_handlers": list(self.runtime_handlers),
+            "runtime_handlers_error": self.runtime_handlers_error,
         }
 
 
@@ -236,7 +242,13 @@ def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
         except (OSError, ValueError):
             ready = False
     profile = SHIPPED_PROFILE if node.profile is None else str(node.profile)
-    return NodeStatus(node.name, node.index, profile, running, healthy, ready)
+    handlers: tuple[str, ...] = ()
+    handlers_error: str | None = "containerd is not running"
+    if healthy["containerd"]:
+        handlers, handlers_error = runtimes.node_handlers(node)
+    return NodeStatus(
+        node.name, node.index, profile, running, healthy, ready, handlers, handlers_error
+    )
 
 
 # --- stop and remove ---------------------------------------------------------------------------
