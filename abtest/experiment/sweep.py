@@ -373,7 +373,7 @@ def _sweep(
     except Interrupted as exc:
         status, reason = "interrupted", str(exc)
         raise
-    except (AbtestError, UserError) as exc:
+    except AbtestError as exc:  # UserError is one too
         status, reason = "failed", str(exc)
         raise
     except BaseException as exc:
