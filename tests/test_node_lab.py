@@ -20,7 +20,8 @@ import pytest
 from abtest.cluster.client import connect
 from abtest.cluster.nodes import configz, feature_enabled
 from abtest.errors import HostKeyError, NodeLockedError, UserError
-from abtest.node.control import NodeController, applied
+from abtest.node.applied import applied
+from abtest.node.control import NodeController
 from abtest.node.records import RolledBack
 from abtest.node.session import NodeSession
 from abtest.store.journal import RESTORED, Journal

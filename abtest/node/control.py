@@ -19,8 +19,8 @@ message, the node left as found (no write, no restart), journal state ``changed`
 happens inside the block that undoes it: a backup that cannot be written leaves no
 pending entry and no kept lock.
 
-:func:`applied` is the sweep's context manager: apply on enter, restore on exit, on an
-exception and on SIGINT/SIGTERM.
+:func:`abtest.node.applied.applied` wraps it for a ``with`` block: apply on enter, restore
+on exit, on an exception and on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -28,30 +28,25 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, NoReturn
 
-from abtest.cluster.client import connect
-from abtest.cluster.nodes import configz, feature_enabled, node_status
+from abtest.cluster.client import Cluster, connect
+from abtest.cluster.nodes import configz, feature_enabled
 from abtest.domain import Scalar
-from abtest.errors import ClusterError, NodeError, UserError
+from abtest.errors import NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node import kubelet_sources as ks
 from abtest.node import remote_files as rf
+from abtest.node import restart
+from abtest.node.apply_plan import ApplyPlan, checked_settings, plan_apply
 from abtest.node.binary import KubeletBinary
 from abtest.node.config_file import BACKUP_SUFFIX, ConfigFile
 from abtest.node.health import (
     Expectation,
     HealthReport,
-    HealthWaiter,
-    compare,
-    healthz_url,
-    node_clock,
-    original_expectations,
     restore_expectations,
-    running_values,
     unknown_paths,
 )
 from abtest.node.lock import NodeLock
@@ -63,7 +58,7 @@ from abtest.node.records import (
     reason_of,
     text_of,
 )
-from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs, Marker
+from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
 from abtest.node.signals import SignalGuard
 from abtest.playbook import NodeProfile
@@ -80,7 +75,7 @@ from abtest.store.journal import (
 #: Test hook: ``ABTEST_NODE_TEST_HOOK=kill-after-write`` SIGKILLs the controller right after
 #: the new config is written (tests prove ``abtest node restore`` recovers from that).
 TEST_HOOK_ENV = "ABTEST_NODE_TEST_HOOK"
-__all__ = ["BACKUP_SUFFIX", "MARKER_SUFFIX", "NodeController", "applied", "describe_settings"]
+__all__ = ["BACKUP_SUFFIX", "MARKER_SUFFIX", "NodeController", "describe_settings"]
 LOG_LINES = 40
 
 Progress = Callable[[str], None]
@@ -103,15 +98,19 @@ class NodeController:
         accept_new_host_key: bool = False,
         break_lock: bool = False,
         progress: Progress | None = None,
+        session: NodeSession | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
+        """``session`` and ``cluster``: the node and the API server to use (built from the
+        profile when None; a test passes a scripted fake node, tests/fake_host.py)."""
         self.profile = profile
         self.timeout = float(timeout or profile.health_timeout_s)
         self.break_lock = break_lock
         self.progress = progress or (lambda _msg: None)
-        self.session = NodeSession(profile, accept_new_host_key=accept_new_host_key)
+        self.session = session or NodeSession(profile, accept_new_host_key=accept_new_host_key)
         self.ssh = self.session.ssh
         self.sudo = profile.sudo
-        self.cluster = connect(profile.kubeconfig, context=profile.kube_context)
+        self.cluster = cluster or connect(profile.kubeconfig, context=profile.kube_context)
         self.journal = Journal(store)
         self.lock = NodeLock(self.ssh, profile.lock_path, sudo=profile.sudo)
         self.guard = SignalGuard()
@@ -198,33 +197,16 @@ class NodeController:
         self, expectations: list[Expectation], config_text: str
     ) -> tuple[HealthReport, float]:
         """Restart with the profile's command; wait for healthz, Ready, verified values."""
-        url = healthz_url(self.profile, config_text)
-        try:
-            hb = node_status(self.cluster, self.node).heartbeat
-            heartbeat_before = hb.timestamp() if hb else None
-        except ClusterError:
-            heartbeat_before = None
-        # the heartbeat is stamped by the node's clock: judge it by that clock, not ours
-        wall = node_clock(self.session)
-        self.progress(f"restarting the kubelet ({self.profile.restart_command})")
-        mono = time.monotonic()
-        with self.guard.shield():  # never leave a half-run restart behind; signals wait
-            res = self.session.profile_command(self.profile.restart_command, timeout=self.timeout)
-            res.check("the kubelet restart command")
-        restart_s = time.monotonic() - mono
-        report = HealthWaiter(self.session, self.cluster, self.profile).wait(
+        return restart.restart_and_wait(
+            self.profile,
+            self.session,
+            self.cluster,
             expectations,
-            url=url,
-            restarted_mono=mono,
-            restarted_wall=wall,
-            heartbeat_before=heartbeat_before,
+            config_text,
+            guard=self.guard,
             timeout=self.timeout,
+            progress=self.progress,
         )
-        self.progress(
-            f"healthy: healthz {report.healthz_s:.2f} s, Ready {report.ready_s:.2f} s, "
-            f"verified {report.verified_s:.2f} s after the restart"
-        )
-        return report, restart_s
 
     # --- apply ------------------------------------------------------------------------
 
@@ -243,17 +225,9 @@ class NodeController:
         original config" (useful between arms; the CLI insists on at least one --set).
         """
         t0 = time.monotonic()
-        checked = {p: kc.check_value(p, v) for p, v in settings.items()}
-        for path in checked:
-            kc.split_path(path)
+        checked = checked_settings(settings)
         token = self._hold_lock(f"apply {describe_settings(checked)}")
-        pending = self.journal.pending(self.node)
-        if pending is not None and pending.applied.get("lock_token") != token:
-            raise NodeError(
-                f"node {self.node} has an unrestored change (journal #{pending.id}, "
-                f"{pending.state} since {pending.created_at}); run "
-                f"`abtest node restore --profile {self.profile.name}` first"
-            )
+        pending = self._own_pending(token)
         current = self.read_config()
         if pending is not None:
             self.files.check_ours(pending, current)  # not someone else's edit since our write
@@ -262,84 +236,89 @@ class NodeController:
         original = pending.original if pending else current
         where = f"{self.node}:{self.config_path}"
         new_text = kc.apply_settings(text_of(original, where), checked, where=where)
-        new = new_text.encode("utf-8")
-        paths = list(checked)
         config, gates = self.running_view()
-        if check_known and (unknown := unknown_paths(paths, config, gates)):
+        if check_known:
+            self._refuse_unknown(list(checked), config, gates)
+        plan = plan_apply(
+            checked,
+            node_name=self.node,
+            config_path=self.config_path,
+            current=current,
+            new_text=new_text,
+            pending=pending,
+            config=config,
+            gates=gates,
+            lock_token=token,
+        )
+        if not plan.record.changed and not force_restart and plan.in_effect(config, gates):
+            plan.record.messages.append("already in effect: no write, no restart")
+        else:
+            self._write_and_restart(plan, pending, current)
+        plan.record.total_s = time.monotonic() - t0
+        return plan.record
+
+    def _own_pending(self, token: str) -> JournalEntry | None:
+        """The change this node has pending: an earlier arm's under our lock, or none."""
+        pending = self.journal.pending(self.node)
+        if pending is not None and pending.applied.get("lock_token") != token:
+            raise NodeError(
+                f"node {self.node} has an unrestored change (journal #{pending.id}, "
+                f"{pending.state} since {pending.created_at}); run "
+                f"`abtest node restore --profile {self.profile.name}` first"
+            )
+        return pending
+
+    def _refuse_unknown(
+        self, paths: list[str], config: Mapping[str, Any], gates: Mapping[str, bool]
+    ) -> None:
+        """Before any change: a path the running kubelet does not know, or one a kubelet flag
+        or drop-in sets (it would win over the file, so the change could never show)."""
+        if unknown := unknown_paths(paths, config, gates):
             raise UserError(
                 f"the running kubelet does not know {', '.join(unknown)}",
                 where=self.node,
                 todo="check the names (abtest node show); --skip-factor-check lets the "
                 "kubelet itself decide",
             )
-        if check_known and paths:  # a flag or drop-in setting one would win over the file
+        if paths:
             ks.refuse_overridden(self.session, paths)
-        before = dict(pending.applied.get("before", {})) if pending else {}
-        before.update(
-            {k: v for k, v in running_values(paths, config, gates).items() if k not in before}
-        )
-        record = ApplyRecord(
-            node_name=self.node,
-            settings=checked,
-            journal_id=pending.id if pending else None,
-            changed=new != current,
-            restarted=False,
-            diff=kc.diff(
-                current.decode("utf-8", "replace"), new_text, self.config_path.lstrip("/")
-            ),
-            original_sha256=rf.sha256(original),
-            config_sha256=rf.sha256(new),
-            before=before,
-        )
-        old_paths = pending.applied.get("paths", []) if pending else []
-        back = [p for p in old_paths if p not in checked]  # an earlier arm's, now original
-        expectations = [Expectation(p, v) for p, v in checked.items()]
-        expectations += original_expectations(back, text_of(original, where), before)
-        if not record.changed and not force_restart:
-            _, problems = compare(expectations, config, gates)
-            if not problems:
-                record.messages.append("already in effect: no write, no restart")
-                record.total_s = time.monotonic() - t0
-                return record
-        # ours: the bytes the file may have from here on (what it has, checked above to be
-        # ours or the original, and what we write)
-        ours = sorted({rf.sha256(current), record.config_sha256})
-        applied = {
-            "settings": checked,
-            "paths": sorted(set(old_paths) | set(paths)),
-            "before": before,
-            "lock_token": token,
-            "config_sha256": record.config_sha256,
-            "ours_sha256": ours,
-        }
-        marker = Marker(tuple(ours), record.original_sha256, token).render()
+
+    def _write_and_restart(
+        self, plan: ApplyPlan, pending: JournalEntry | None, current: bytes
+    ) -> None:
+        """Journal, keep the original, write, restart, verify; any failure or signal from the
+        first change on rolls back (:meth:`_rollback`) or, if nothing of ours took effect,
+        abandons the entry (:meth:`_abandon`)."""
+        record = plan.record
         if pending is None:
             entry = self.journal.begin(
                 node_name=self.node,
                 profile_name=self.profile.name,
                 path=self.config_path,
-                original=original,
-                applied=applied,
+                original=current,
+                applied=plan.applied,
                 backup_path=self.backup_path,
             )
         else:
-            entry = self.journal.mark(pending.id, APPLYING, applied=applied)
+            entry = self.journal.mark(pending.id, APPLYING, applied=plan.applied)
         record.journal_id = entry.id
         stage = "keep"  # nothing of ours on the node yet
         try:
             if pending is None:
-                self.files.keep_original(original, marker)
+                self.files.keep_original(current, plan.marker)
                 self.progress(f"original kept: journal #{entry.id} and {self.backup_path}")
             stage = "write"
             if record.changed:
                 with self.guard.shield():
-                    self.files.write(new, current=current, marker=marker)
+                    self.files.write(plan.new, current=current, marker=plan.marker)
                 self.progress(f"wrote {self.config_path} (sha256 {record.config_sha256[:12]})")
             _test_hook("kill-after-write")
             stage = "restart"
-            record.health, record.restart_command_s = self.restart_and_wait(expectations, new_text)
+            record.health, record.restart_command_s = self.restart_and_wait(
+                plan.expectations, plan.new_text
+            )
             record.restarted = True
-            self.journal.mark(entry.id, APPLIED, detail=describe_settings(checked))
+            self.journal.mark(entry.id, APPLIED, detail=describe_settings(record.settings))
         except BaseException as exc:
             changed = isinstance(exc, ChangedUnderUs)
             if pending is None and (stage == "keep" or changed):
@@ -347,8 +326,6 @@ class NodeController:
             if changed:  # between our check and the rename: someone else's, left as found
                 self.files.refuse(entry, getattr(exc, "found", "?"))
             self._rollback(entry, exc)
-        record.total_s = time.monotonic() - t0
-        return record
 
     def _abandon(self, entry: JournalEntry, exc: BaseException, stage: str) -> NoReturn:
         """Nothing of ours took effect: remove the backup if we made it (``keep_original``
@@ -503,37 +480,3 @@ class NodeController:
             restart_command_s=restart_s,
             total_s=time.monotonic() - t0,
         )
-
-
-@contextmanager
-def applied(
-    profile: NodeProfile,
-    settings: Mapping[str, Scalar],
-    *,
-    store: Store,
-    timeout: float | None = None,
-    accept_new_host_key: bool = False,
-    break_lock: bool = False,
-    check_known: bool = True,
-    progress: Progress | None = None,
-) -> Iterator[ApplyRecord]:
-    """Apply ``settings`` for the ``with`` block; restore on exit, error, SIGINT/SIGTERM.
-
-    Yields the :class:`ApplyRecord` (restart-to-healthz/Ready/verified seconds and the
-    verified values); its ``restore`` field holds the restore's record after the block.
-    """
-    with NodeController(
-        profile,
-        store,
-        timeout=timeout,
-        accept_new_host_key=accept_new_host_key,
-        break_lock=break_lock,
-        progress=progress,
-    ) as ctl:
-        record = ctl.apply(settings, check_known=check_known)
-        try:
-            yield record
-        finally:
-            with ctl.guard.shield():
-                if ctl.journal.pending(ctl.node) is not None:
-                    record.restore = ctl.restore()

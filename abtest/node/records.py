@@ -12,24 +12,10 @@ from abtest.node.health import HealthReport
 from abtest.node.signals import Interrupted
 
 
-@dataclass
-class ApplyRecord:
-    """One apply. Times are seconds from sending the restart command to each stage."""
+class RestartTimes:
+    """The health stages of the restart an apply or a restore made (None: no restart)."""
 
-    node_name: str
-    settings: dict[str, Scalar]
-    journal_id: int | None
-    changed: bool  # the config file's bytes changed
-    restarted: bool
-    diff: str
-    original_sha256: str
-    config_sha256: str
-    before: dict[str, Scalar | None] = field(default_factory=dict)
-    health: HealthReport | None = None
-    restart_command_s: float | None = None
-    total_s: float = 0.0
-    messages: list[str] = field(default_factory=list)
-    restore: RestoreRecord | None = None  # filled by `applied()` on exit
+    health: HealthReport | None
 
     @property
     def restart_to_healthz_s(self) -> float | None:
@@ -47,6 +33,29 @@ class ApplyRecord:
     def verified(self) -> dict[str, dict[str, Any]]:
         return self.health.verified if self.health else {}
 
+    def health_dict(self) -> dict[str, Any]:
+        return (self.health or HealthReport()).as_dict()
+
+
+@dataclass
+class ApplyRecord(RestartTimes):
+    """One apply. Times are seconds from sending the restart command to each stage."""
+
+    node_name: str
+    settings: dict[str, Scalar]
+    journal_id: int | None
+    changed: bool  # the config file's bytes changed
+    restarted: bool
+    diff: str
+    original_sha256: str
+    config_sha256: str
+    before: dict[str, Scalar | None] = field(default_factory=dict)
+    health: HealthReport | None = None
+    restart_command_s: float | None = None
+    total_s: float = 0.0
+    messages: list[str] = field(default_factory=list)
+    restore: RestoreRecord | None = None  # filled by `applied()` on exit
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "node": self.node_name,
@@ -62,14 +71,14 @@ class ApplyRecord:
             "diff": self.diff,
             "messages": self.messages,
         }
-        out.update(self.health.as_dict() if self.health else HealthReport().as_dict())
+        out.update(self.health_dict())
         if self.restore is not None:
             out["restore"] = self.restore.as_dict()
         return out
 
 
 @dataclass
-class RestoreRecord:
+class RestoreRecord(RestartTimes):
     node_name: str
     restored: bool
     journal_id: int | None
@@ -79,18 +88,6 @@ class RestoreRecord:
     restart_command_s: float | None = None
     total_s: float = 0.0
     messages: list[str] = field(default_factory=list)
-
-    @property
-    def restart_to_healthz_s(self) -> float | None:
-        return self.health.healthz_s if self.health else None
-
-    @property
-    def restart_to_ready_s(self) -> float | None:
-        return self.health.ready_s if self.health else None
-
-    @property
-    def restart_to_verified_s(self) -> float | None:
-        return self.health.verified_s if self.health else None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -103,7 +100,7 @@ class RestoreRecord:
             "total_s": _r(self.total_s),
             "messages": self.messages,
         }
-        out.update(self.health.as_dict() if self.health else HealthReport().as_dict())
+        out.update(self.health_dict())
         return out
 
 

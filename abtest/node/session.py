@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from types import TracebackType
 from typing import Any
 
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
+from abtest.closing import Closing
 from abtest.errors import NodeError, UserError
 from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.playbook import NodeProfile
@@ -99,7 +99,7 @@ def only_removal_races(stderr: str) -> bool:
     return bool(lines) and all(_REMOVAL_RACE.search(ln) for ln in lines)
 
 
-class NodeSession:
+class NodeSession(Closing):
     """A node reached through its profile: ``with NodeSession(profile) as node: ...``."""
 
     def __init__(
@@ -115,17 +115,6 @@ class NodeSession:
             accept_new_host_key=accept_new_host_key,
             connect_timeout=connect_timeout,
         )
-
-    def __enter__(self) -> NodeSession:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self.ssh.close()

@@ -25,11 +25,11 @@ import stat as stat_module
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 import paramiko
 
+from abtest.closing import Closing
 from abtest.errors import HostKeyError, NodeError
 from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
 from abtest.playbook import SSHTarget
@@ -97,7 +97,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         log.warning("accepted new host key for %s (%s) into %s", hostname, fingerprint, path)
 
 
-class Connection:
+class Connection(Closing):
     """A lazy SSH connection to one node (connects on first use; ``with`` closes it)."""
 
     def __init__(
@@ -116,17 +116,6 @@ class Connection:
         self._sftp: paramiko.SFTPClient | None = None
 
     # --- lifecycle --------------------------------------------------------------------
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._sftp is not None:
