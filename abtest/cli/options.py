@@ -88,10 +88,6 @@ Concurrency = Annotated[
 Namespace = Annotated[
     str | None, typer.Option("--namespace", help="Namespace the tool owns for its pods.")
 ]
-Confidence = Annotated[
-    float | None,
-    typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95."),
-]
 
 
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
