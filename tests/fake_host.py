@@ -74,11 +74,12 @@ class FakeHost:
         self,
         root: Path,
         *,
+        name: str = NODE,
         config: bytes = CONFIG,
         ignores: tuple[str, ...] = (),
         flags: tuple[str, ...] = (),
     ) -> None:
-        self.root = root
+        self.root, self.name = root, name
         (root / "bin").mkdir(parents=True)
         self.config_path = root / "config.yaml"
         self.binary_path = root / "bin" / "kubelet"
@@ -200,7 +201,7 @@ class FakeHost:
         return dataclasses.replace(
             lab,
             name="fake",
-            node_name=NODE,
+            node_name=self.name,
             ssh=SSHTarget(NODE, None, None, None, False, None, None),
             sudo=False,
             kubelet_config_path=str(self.config_path),

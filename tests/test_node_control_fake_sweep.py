@@ -1,0 +1,101 @@
+"""The sweep over the real NodeController on a scripted fake node: NodeSweep is given its
+controller through the NodeKit seam, and here that controller is the real one, on
+tests/fake_host.py. Every visit's apply is restarted and verified by the controller's own
+code, an arm whose setting does not take effect is rolled back and skipped, and the node
+ends as found. (The batch rounds stay tests/fake_node.py's.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from fake_host import FakeHost
+from fake_node import FakeKit, FakeNode, fake_profiles
+
+from abtest.experiment.plan import PlanOptions, build_plan
+from abtest.experiment.sweep import SweepOptions, run_sweep
+from abtest.node.control import NodeController
+from abtest.playbook import NodeProfile
+from abtest.store.db import Store
+from abtest.store.journal import RESTORED, Journal
+
+
+class HostKit(FakeKit):
+    """FakeKit with the real node controller, on a fake host of the same node name."""
+
+    def __init__(self, host: FakeHost, node: FakeNode) -> None:
+        super().__init__(node)
+        self.host = host
+
+    def controller(self, profile: NodeProfile, store: Store, **kw: Any) -> NodeController:
+        assert profile.node_name == self.host.name
+        return self.host.controller(store, progress=kw["progress"], break_lock=kw["break_lock"])
+
+
+def _sweep(tmp_path: Path, store: Store, host: FakeHost) -> tuple[Any, list[tuple[str, Any]]]:
+    node = FakeNode(host.name)
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=2, sizes=(10,), seed=7))
+    plan = dataclasses.replace(plan, profiles=fake_profiles(plan.profiles[0], [node]))
+    events: list[tuple[str, Any]] = []
+    result = run_sweep(
+        plan,
+        store,
+        SweepOptions(command="test"),
+        lambda kind, data: events.append((kind, data)),
+        kit=HostKit(host, node),
+    )
+    node.verify()
+    return result, events
+
+
+def _visits(store: Store, run_id: str) -> list[dict[str, Any]]:
+    rows = store.query(
+        "SELECT arm, applied, verified_json, error FROM visits WHERE run_id = ? ORDER BY id",
+        (run_id,),
+    )
+    return [dict(zip(("arm", "applied", "verified", "error"), r, strict=True)) for r in rows]
+
+
+def test_every_visit_is_restarted_and_verified_by_the_controller_and_the_node_restored(
+    tmp_path: Path, store: Store
+) -> None:
+    host = FakeHost(tmp_path / "node")
+    result, events = _sweep(tmp_path, store, host)
+    assert result.status == "finished"
+    visits = _visits(store, result.run_id)
+    assert len(visits) == 10 and all(v["applied"] == 1 for v in visits)  # 5 arms x 2 blocks
+    restarted = [d for k, d in events if k == "applied" and d["restart_to_verified_s"]]
+    assert restarted  # the first visit at least
+    assert host.calls.count("restart") == len(restarted) + 1  # and the final restore
+    checked = 0
+    for v in visits:  # what each restarted kubelet showed, checked by the controller
+        verified = json.loads(v["verified"])
+        if verified:
+            assert all(row["expected"] == row["configz"] for row in verified.values())
+            checked += 1
+        if v["arm"] == "+kubeAPIQPS" and verified:
+            assert verified["kubeAPIQPS"] == {"expected": 3, "configz": 3}
+            assert verified["kubeAPIBurst"] == {"expected": 10, "configz": 10}
+    assert checked == len(restarted)
+    entries = Journal(store).history(host.name)
+    assert [e.state for e in entries] == [RESTORED]  # one entry across every arm, closed
+    host.verify()
+
+
+def test_an_arm_whose_setting_does_not_take_effect_is_rolled_back_and_skipped(
+    tmp_path: Path, store: Store
+) -> None:
+    host = FakeHost(tmp_path / "node", ignores=("kubeAPIBurst",))
+    result, events = _sweep(tmp_path, store, host)
+    assert result.status == "finished"
+    failed = result.nodes[0].failed_arms
+    assert set(failed) == {"+kubeAPIQPS", "combined"}  # both set kubeAPIBurst
+    assert all("kubeAPIBurst" in why and "rolled back" in why for why in failed.values())
+    visits = _visits(store, result.run_id)
+    skipped = [v for v in visits if v["arm"] in failed]
+    assert len(skipped) == 2 and all(v["applied"] == 0 and v["error"] for v in skipped)
+    ran = {k for k, _ in events}
+    assert "arm_failed" in ran
+    host.verify()
