@@ -208,3 +208,43 @@ def test_arm_means_per_size_with_change_vs_baseline() -> None:
         ArmMean(10, "baseline", 1, 2.0, None),
     ]
     assert arm_means(frame.iloc[:0]) == []
+
+
+# ------------------------------------------------------------------ gates' use-case, fake node
+
+
+def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) -> None:
+    from fake_node import FakeKit, FakeNode
+
+    from abtest.errors import UserError
+    from abtest.experiment.gates_sweep import GatesRequest, sweep_gates
+    from abtest.experiment.plan import PlanOptions
+
+    db = tmp_path / "r.sqlite"
+    opts = PlanOptions(playbook="lab-sweep", rounds=2, sizes=(5,), seed=7, factors=("kubeAPIQPS",))
+    node = FakeNode("abtest-lab")
+    events: list[str] = []
+    done = sweep_gates(
+        GatesRequest(plan=opts, db=db, command="test"),
+        lambda kind, _data: events.append(kind),
+        kit=FakeKit(node),
+    )
+    node.verify()
+    assert events[0] == "plan" and events[-1] == "end"
+    out = done.to_dict()
+    assert out["status"] == "finished" and out["nodes"][0]["node_name"] == "abtest-lab"
+    arms = {(m["arm"], m["size"]): m for m in out["summary"]}
+    assert set(arms) == {("baseline", 5), ("+kubeAPIQPS", 5)}
+    assert arms[("baseline", 5)]["rounds"] == 2 and arms[("baseline", 5)]["change_pct"] is None
+    assert arms[("+kubeAPIQPS", 5)]["change_pct"] == pytest.approx(0.0)  # the fake: 1 s each
+    # --resume rebuilds the plan from the run's stored options: nothing is left to run
+    again = FakeNode("abtest-lab")
+    resumed = sweep_gates(
+        GatesRequest(resume=out["run_id"], db=db), lambda *_: None, kit=FakeKit(again)
+    )
+    assert resumed.sweep.run_id == out["run_id"] and resumed.sweep.status == "finished"
+    assert not any(c.startswith("round") for c in again.calls)
+    with pytest.raises(UserError, match="--until-resolved cannot be combined with --resume"):
+        sweep_gates(GatesRequest(resume=out["run_id"], db=db, until_resolved=True), print)
+    with pytest.raises(UserError, match="nothing to sweep"):
+        sweep_gates(GatesRequest(db=db), print)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from abtest.errors import UserError
+from abtest.experiment.nodekit import NodeKit
 from abtest.experiment.plan import (
     PlanOptions,
     SweepPlan,
@@ -100,9 +101,10 @@ def resolve_options(
     return opts
 
 
-def sweep_gates(req: GatesRequest, emit: Event) -> GatesResult:
+def sweep_gates(req: GatesRequest, emit: Event, kit: NodeKit | None = None) -> GatesResult:
     """Plan (or reload the stored plan), check everything that needs no node, sweep, and
-    summarise each arm's mean batch ready time per size."""
+    summarise each arm's mean batch ready time per size. ``kit``: the nodes and the API
+    server (the real ones by default; a test passes fakes)."""
     with Store(req.db) as store:
         if req.resume:
             plan = build_plan(options_from_json(store.runs.plan(req.resume).get("options", {})))
@@ -127,10 +129,10 @@ def sweep_gates(req: GatesRequest, emit: Event) -> GatesResult:
         looks_info: dict[str, Any] | None = None
         if resolving is None:
             emit("plan", {"plan": plan})
-            result = run_sweep(plan, store, sweep_opts, emit, resume_run_id=req.resume)
+            result = run_sweep(plan, store, sweep_opts, emit, resume_run_id=req.resume, kit=kit)
         else:
             emit("plan", {"plan": with_blocks(plan, planned_looks(plan, resolving)[-1])})
-            result, looks_info = _until_resolved(plan, store, sweep_opts, resolving, emit)
+            result, looks_info = _until_resolved(plan, store, sweep_opts, resolving, emit, kit)
         rounds = store.rounds_frame(result.run_id)
     # Imported here: the statistics (pandas, scipy) are only needed once the sweep has ended.
     from abtest.stats.means import arm_means
@@ -139,11 +141,16 @@ def sweep_gates(req: GatesRequest, emit: Event) -> GatesResult:
 
 
 def _until_resolved(
-    plan: SweepPlan, store: Store, sweep_opts: SweepOptions, opts: ResolveOptions, emit: Event
+    plan: SweepPlan,
+    store: Store,
+    sweep_opts: SweepOptions,
+    opts: ResolveOptions,
+    emit: Event,
+    kit: NodeKit | None,
 ) -> tuple[SweepResult, dict[str, Any]]:
     """Run the looks; the last look's result with the whole wall time, and the looks taken."""
     t0 = time.monotonic()
-    done = run_until_resolved(plan, store, sweep_opts, emit, opts)
+    done = run_until_resolved(plan, store, sweep_opts, emit, opts, kit)
     seq = done.sequential
     summary = (
         f"until resolved: {seq.looks_taken} of {len(seq.looks)} looks "
