@@ -155,6 +155,9 @@ def test_already_in_effect_needs_no_write_and_no_restart(host: FakeHost, store: 
         rec = ctl.apply({"kubeAPIQPS": 50})
     assert rec.messages == ["already in effect: no write, no restart"]
     assert not rec.restarted and "restart" not in host.calls
+    # what was checked is kept as the evidence (a sweep stores it with the visit)
+    assert rec.verified == {"kubeAPIQPS": {"expected": 50, "configz": 50}}
+    assert rec.restart_to_verified_s is None
     host.verify()
 
 

@@ -52,8 +52,8 @@ def test_first_apply_plans_the_new_bytes_the_checks_and_what_is_ours() -> None:
     assert applied["ours_sha256"] == ours
     marker = Marker.parse(plan.marker)
     assert marker is not None and list(marker.ours) == ours and marker.lock_token == "tok"
-    assert not plan.in_effect(RUNNING, GATES)
-    assert plan.in_effect({"kubeAPIQPS": 5}, GATES)
+    assert not plan.record_if_in_effect(RUNNING, GATES)
+    assert plan.record_if_in_effect({"kubeAPIQPS": 5}, GATES)
 
 
 def test_a_later_arm_keeps_the_first_before_and_checks_the_earlier_path_is_back(

@@ -17,7 +17,13 @@ from typing import Any
 from abtest.domain import Scalar
 from abtest.node import kubelet_config as kc
 from abtest.node import remote_files as rf
-from abtest.node.health import Expectation, compare, original_expectations, running_values
+from abtest.node.health import (
+    Expectation,
+    HealthReport,
+    compare,
+    original_expectations,
+    running_values,
+)
 from abtest.node.records import ApplyRecord, text_of
 from abtest.node.remote_files import Marker
 from abtest.store.journal import JournalEntry
@@ -42,9 +48,12 @@ class ApplyPlan:
     applied: dict[str, Any]  # the journal entry's ``applied`` (what to undo, which bytes)
     marker: str  # beside the node-side backup: which bytes are ours
 
-    def in_effect(self, config: Mapping[str, Any], gates: Mapping[str, bool]) -> bool:
-        """Every expected value already shows in the running kubelet."""
-        _, problems = compare(self.expectations, config, gates)
+    def record_if_in_effect(self, config: Mapping[str, Any], gates: Mapping[str, bool]) -> bool:
+        """Every expected value already shows in the running kubelet; if so, the record
+        keeps what was compared (no restart, so no restart times) as its evidence."""
+        seen, problems = compare(self.expectations, config, gates)
+        if not problems:
+            self.record.health = HealthReport(verified=seen)
         return not problems
 
 

@@ -250,7 +250,11 @@ class NodeController:
             gates=gates,
             lock_token=token,
         )
-        if not plan.record.changed and not force_restart and plan.in_effect(config, gates):
+        if (
+            not plan.record.changed
+            and not force_restart
+            and plan.record_if_in_effect(config, gates)
+        ):
             plan.record.messages.append("already in effect: no write, no restart")
         else:
             self._write_and_restart(plan, pending, current)
