@@ -13,7 +13,8 @@ from abtest.node.signals import Interrupted
 
 
 class RestartTimes:
-    """The health stages of the restart an apply or a restore made (None: no restart)."""
+    """The health stages of the restart an apply or a restore made: None without a restart
+    (an apply found already in effect keeps only the values it compared, ``verified``)."""
 
     health: HealthReport | None
 
