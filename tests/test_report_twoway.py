@@ -276,3 +276,16 @@ def test_key_results_state_the_per_runtime_saving_and_its_dependence(model: Repo
     assert "ratio of ratios 1.0" in first or "ratio of ratios 0.9" in first
     assert first.endswith("no clear dependence (the interval includes 1).")
     assert first in render_markdown(model)
+
+
+def test_phases_that_do_not_add_up_are_said_so(store: Store) -> None:
+    run_id = build_sweep(store, TWO_WAY)
+    _store_pod_settings(store, run_id)
+    first = store.query("SELECT round_id, name FROM pods ORDER BY round_id LIMIT 1")[0]
+    store.update("pods", {"round_id": first[0], "name": first[1]}, {"ready_to_start_s": None})
+    tables = build_tables(build_model(store, run_id))
+    notes = " ".join(n for t in tables.time_went for n in t.notes)
+    assert "the phases do not add up to the latency" in notes
+    model_ok = build_model(store, build_sweep(store, SweepSpec()))
+    ok_notes = " ".join(n for t in build_tables(model_ok).time_went for n in t.notes)
+    assert "the phases do not add up" not in ok_notes

@@ -201,3 +201,15 @@ def test_an_unknown_baseline_is_a_user_error() -> None:
     pods = _pods(2)
     with pytest.raises(UserError, match="no rounds for baseline arm"):
         where_time_went(_rounds(pods), pod_phases(pods), baseline="nope")
+
+
+def test_phases_add_up_unless_a_pod_lacks_a_milestone() -> None:
+    pods = _pods(3)
+    rounds = _rounds(pods)
+    assert where_time_went(rounds, pod_phases(pods), baseline="baseline")[0].phases_add_up
+    # a kubelet that never reports PodReadyToStartContainers for one pod of an arm's round
+    pods.loc[pods["arm"] == "+fast", "ready_to_start_s"] = pods["ready_to_start_s"].where(
+        pods.index != pods.index[pods["arm"] == "+fast"][0]
+    )
+    went = where_time_went(rounds, pod_phases(pods), baseline="baseline")[0]
+    assert not went.phases_add_up

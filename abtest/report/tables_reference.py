@@ -219,6 +219,7 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
     arm, base = went[0].arm, went[0].baseline
     rows: list[list[str]] = []
     unclear: list[str] = []
+    apart: list[str] = []  # sizes where the phases do not add up to the latency
     for w in went:
         b = w.batch
         rows.append(
@@ -235,6 +236,8 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
         )
         if not w.clear:
             unclear.append(str(w.size))
+        if not w.phases_add_up:
+            apart.append(str(w.size))
         for c in (*w.phases, *w.top_stages(TOP_STAGES)):
             rows.append(
                 [
@@ -260,6 +263,11 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
         "counts in the phase before it. Stages: per round, the kubelet histogram's mean per "
         f"observation; the top {TOP_STAGES} per size here, every stage in where_time_went.csv.",
     ]
+    if apart:
+        notes.append(
+            f"At {', '.join(apart)} pods the phases do not add up to the latency: some pods lack "
+            "a milestone (a condition the kubelet did not report) or a phase pairs fewer blocks."
+        )
     if unclear:
         notes.append(
             f"No share at {', '.join(unclear)} pods: the batch saving's interval there includes "

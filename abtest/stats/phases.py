@@ -83,6 +83,9 @@ class TimeWent:
     clear: bool  # the batch saving's interval excludes 0 (shares are given)
     phases: tuple[ItemChange, ...]  # ranked; the per-pod ``latency`` first
     stages: tuple[ItemChange, ...]  # ranked
+    # the phases' savings add up to the latency's (False when some pod lacks a milestone, or a
+    # phase has fewer complete blocks than the latency)
+    phases_add_up: bool = True
 
     def top_stages(self, n: int) -> tuple[ItemChange, ...]:
         return self.stages[:n]
@@ -181,6 +184,7 @@ def where_time_went(
                 is not None
             ]
             ranked = _ranked(changes, batch.savings_s if clear else None)
+            phases = tuple(c for c in ranked if c.kind == "phase")
             out.append(
                 TimeWent(
                     arm=arm,
@@ -188,8 +192,9 @@ def where_time_went(
                     size=size,
                     batch=batch,
                     clear=clear,
-                    phases=tuple(c for c in ranked if c.kind == "phase"),
+                    phases=phases,
                     stages=tuple(c for c in ranked if c.kind == "stage"),
+                    phases_add_up=_add_up(phases),
                 )
             )
     return tuple(out)
@@ -231,6 +236,15 @@ def _change(
         share_pct=None,
         rank=0,
     )
+
+
+def _add_up(phases: tuple[ItemChange, ...]) -> bool:
+    """Whether every phase is there and their savings sum to the latency's (to 1 us)."""
+    by_name = {c.item: c for c in phases}
+    if LATENCY not in by_name or any(name not in by_name for name, _, _ in PHASES):
+        return False
+    total = sum(by_name[name].saving_s for name, _, _ in PHASES)
+    return abs(total - by_name[LATENCY].saving_s) < 1e-6
 
 
 def _ranked(changes: list[ItemChange], batch_saving: float | None) -> list[ItemChange]:
