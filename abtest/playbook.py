@@ -11,7 +11,7 @@ from abtest.errors import ConfigError
 from abtest.margin import MARGIN_TODO, margin_problem
 from abtest.schema import Fields, load_yaml_mapping
 
-DESIGNS = ("gates-all", "attribution", "factorial", "baseline", "singles", "combined")
+DESIGNS = ("gates-all", "attribution", "factorial", "screen", "baseline", "singles", "combined")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 

@@ -10,6 +10,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.experiment.design import design_description
 from abtest.experiment.history import node_history, noise_history
 from abtest.experiment.plan import (
     PowerRow,
@@ -82,6 +83,7 @@ def plan(
     if json_out:
         data = p.to_dict()
         data["power"] = [_power_json(r, confidence) for r in power]
+        data["design_note"] = design_description(p.design, len(p.factors))
         data["estimate"] = {
             "seconds": round(p_est.seconds, 1),
             "restart_s": p_est.restart_s,
@@ -106,6 +108,8 @@ def plan(
         ["arm", "settings"],
         [(a.name, ", ".join(f"{k}={v}" for k, v in a.settings)) for a in p.arms],
     )
+    if note := design_description(p.design, len(p.factors)):
+        console.print(note)
     rows = []
     for v in p.schedule.visits:
         warm = " (+warm-up)" if v.warmup else ""

@@ -14,6 +14,12 @@ with an even number of base letters gets a minus sign (``E = -ABCD``), an odd on
 sign (``F = +ABCDE``). The sign picks which fraction is run; it does not change the
 resolution. :func:`resolution` computes the resolution of any regular +-1 design from its
 defining relation, and the tests use it to prove every fraction here has resolution >= V.
+
+``screen`` is the cheap first look at many candidate settings: a regular two-level fraction
+of resolution >= III in the fewest runs that are a power of two above k (4 runs for 3
+factors, 8 for up to 7, 16 for up to 15; :data:`SCREEN_GENERATORS`). Every main effect is
+estimable, but each is aliased with two-factor interactions, so a screen ranks candidates
+for a confirming run; it does not attribute. The same sign rule keeps the baseline in it.
 """
 
 from __future__ import annotations
@@ -24,13 +30,20 @@ from dataclasses import dataclass
 from abtest.domain import Arm, Factor, arm_parts
 from abtest.errors import UserError
 
-DESIGNS: tuple[str, ...] = ("baseline", "singles", "combined", "leave-one-out", "factorial")
+DESIGNS: tuple[str, ...] = (
+    "baseline",
+    "singles",
+    "combined",
+    "leave-one-out",
+    "factorial",
+    "screen",
+)
 
 #: Largest k run as a full 2^k factorial; above it a fractional design is used.
 MAX_FULL_FACTORIAL = 4
 
 #: Factor letters in the textbook convention (``I`` is skipped: it denotes the identity).
-LETTERS = "ABCDEFGHJKL"
+LETTERS = "ABCDEFGHJKLMNOPQ"
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,7 @@ class Fraction:
 
     def describe(self) -> str:
         """E.g. ``2^(8-2) res V: G = -ABCD, H = -ABEF``."""
-        roman = {4: "IV", 5: "V", 6: "VI", 7: "VII"}[self.resolution]
+        roman = {3: "III", 4: "IV", 5: "V", 6: "VI", 7: "VII"}[self.resolution]
         base = self.k - self.p
         gens = ", ".join(
             f"{LETTERS[base + i]} = {'+' if _generator_sign(w) > 0 else '-'}{w}"
@@ -72,6 +85,20 @@ FRACTIONS: dict[int, Fraction] = {
 }
 
 MAX_FACTORIAL_FACTORS = max(FRACTIONS)
+
+#: Generator words for screening fractions, by number of base factors (runs = 2^base),
+#: taken in this order: the longest words first, so a fraction that is not saturated keeps
+#: the highest resolution it can (2^(4-1) with D = ABC is resolution IV; 2^(8-4) with the
+#: four three-letter words is the minimum-aberration resolution IV design); the two-letter
+#: words that follow make it resolution III, saturated at k = runs - 1.
+SCREEN_GENERATORS: dict[int, tuple[str, ...]] = {
+    2: ("AB",),
+    3: ("ABC", "AB", "AC", "BC"),
+    4: ("ABC", "ABD", "ACD", "BCD", "ABCD", "AB", "AC", "AD", "BC", "BD", "CD"),
+}
+
+#: The most factors a screen takes (a saturated 16-run fraction).
+MAX_SCREEN_FACTORS = 15
 
 
 # --------------------------------------------------------------------------- naming
@@ -146,10 +173,11 @@ def build_arms(factors: Sequence[Factor], design: str) -> list[Arm]:
         ons = [everything]
     elif design == "leave-one-out":
         ons = [everything - {n} for n in names]
-    elif design == "factorial":
+    elif design in ("factorial", "screen"):
+        matrix = factorial_matrix if design == "factorial" else screen_matrix
         ons = [
             frozenset(n for n, level in zip(names, row, strict=True) if level > 0)
-            for row in factorial_matrix(len(names))
+            for row in matrix(len(names))
         ]
     else:
         raise UserError(
@@ -211,7 +239,13 @@ def factorial_matrix(k: int) -> list[tuple[int, ...]]:
             where="design",
             todo="limit the factors (abtest gates NAME ...) or use --attribution instead",
         )
-    base = k - frac.p
+    return _fraction_rows(frac)
+
+
+def _fraction_rows(frac: Fraction) -> list[tuple[int, ...]]:
+    """The runs of a 2^(k-p) fraction: a full factorial in the base factors, each generated
+    column the signed product of its word's base columns."""
+    base = frac.k - frac.p
     rows = []
     for run in full_factorial(base):
         row = list(run)
@@ -222,6 +256,60 @@ def factorial_matrix(k: int) -> list[tuple[int, ...]]:
             row.append(level)
         rows.append(tuple(row))
     return rows
+
+
+def screen_fraction(k: int) -> Fraction | None:
+    """The resolution >= III fraction a screen of k factors runs (None: k <= 2, the full
+    2^k is already the smallest design that separates the main effects)."""
+    if k < 1:
+        raise UserError("a screen needs at least one factor", where="design")
+    if k > MAX_SCREEN_FACTORS:
+        raise UserError(
+            f"no screening design for {k} factors (at most {MAX_SCREEN_FACTORS})",
+            where="design",
+            todo="split the candidates over two screens or drop the least plausible ones",
+        )
+    if k <= 2:
+        return None
+    base = k.bit_length()  # the fewest base factors with 2^base >= k + 1 runs
+    generators = SCREEN_GENERATORS[base][: k - base]
+    # the resolution comes from the whole defining relation (products of generators can
+    # make shorter words than any generator), not from the generators' lengths
+    res = resolution(_fraction_rows(Fraction(k, generators, 0)))
+    return Fraction(k, generators, res)
+
+
+def screen_matrix(k: int) -> list[tuple[int, ...]]:
+    """The +-1 design matrix of ``screen`` with k factors; run 0 is the baseline."""
+    frac = screen_fraction(k)
+    if frac is None:
+        return full_factorial(k)
+    return _fraction_rows(frac)
+
+
+def design_description(design: str, k: int) -> str:
+    """What a design over k factors is, in one line, with what it can and cannot separate
+    (for ``abtest plan`` and the report's method section); "" for the simple designs."""
+    if design == "screen":
+        frac = screen_fraction(k)
+        if frac is None:
+            return f"screen of {k} factors: the full 2^{k} factorial ({1 << k} arms)"
+        return (
+            f"screen {frac.describe()} ({frac.runs} arms, the baseline among them): main "
+            "effects only, each aliased with two-factor interactions, so a factor's effect "
+            "may carry part of an interaction of two others; confirm a screen's picks with "
+            "a gates-all or factorial run"
+        )
+    if design == "factorial":
+        if k <= MAX_FULL_FACTORIAL:
+            return f"full 2^{k} factorial ({1 << k} arms)"
+        frac = FRACTIONS.get(k)
+        if frac is not None:
+            return (
+                f"fractional {frac.describe()} ({frac.runs} arms): main effects and "
+                "two-factor interactions, aliased only with higher-order terms"
+            )
+    return ""
 
 
 def _columns_as_masks(design_matrix: Sequence[Sequence[int]]) -> tuple[int, int, list[int]]:

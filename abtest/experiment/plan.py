@@ -107,8 +107,8 @@ def arms_for(factors: tuple[Factor, ...], design: str) -> list[Arm]:
         return gates_all(factors, attribution=False)
     if design == "attribution":
         return gates_all(factors, attribution=True)
-    if design == "factorial":
-        return build_arms(factors, "factorial")
+    if design in ("factorial", "screen"):
+        return build_arms(factors, design)
     parts = [d.strip() for d in design.split("+")]
     return dedupe([arm for d in parts for arm in build_arms(factors, d)])
 

@@ -185,7 +185,7 @@ def build_model(
         run_id=run_id,
         run=data.run,
         environment=environment(data),
-        method=_method(confidence, sequential),
+        method=_method(confidence, sequential) + _design_method(data),
         confidence=confidence,
         baseline=base,
         combined_arm=combined,
@@ -251,7 +251,8 @@ def _attribution_and_factorial(
     has_singles = any(len(a.on) == 1 for a in data.arms)
     attributions: list[Attribution] = []
     factorials: list[FactorialEffects] = []
-    factorial_design = str(data.run.get("design") or "").startswith("factorial")
+    # a screen is a (resolution III) factorial: the same model, main effects only
+    factorial_design = str(data.run.get("design") or "").startswith(("factorial", "screen"))
     for metric in (m for m in PRIMARY_METRICS if m in metrics):
         frame = data.stats_frame(metric)
         for size in data.sizes():
@@ -321,6 +322,18 @@ def _arm_metrics(
                     )
                 )
     return tuple(out)
+
+
+def _design_method(data: RunData) -> tuple[str, ...]:
+    """What the run's design can and cannot tell (a screen's aliasing must be read with it)."""
+    if str(data.run.get("design") or "") != "screen":
+        return ()
+    return (
+        "Design screen: a resolution III two-level fraction (the baseline among its arms); "
+        "the factorial effects are main effects only, each aliased with two-factor "
+        "interactions, so a factor's effect may carry part of an interaction of two others. "
+        "A screen ranks candidates; confirm its picks with a gates-all or factorial run.",
+    )
 
 
 def _method(confidence: float, sequential: SequentialPlan | None = None) -> tuple[str, ...]:

@@ -99,7 +99,11 @@ def factorial_effects(
         design = np.hstack([intercept, coded, interactions, nuisance])
         if np.linalg.matrix_rank(design) < design.shape[1]:
             with_interactions = False
-            note = "two-factor interactions are aliased in this design: main effects only"
+            # a resolution III screen (or IV): say what that costs the reader, not just the fit
+            note = (
+                "two-factor interactions are aliased in this design: main effects only, and "
+                "each main effect may carry part of an interaction it is aliased with"
+            )
     if not with_interactions:
         design = np.hstack([intercept, coded, nuisance])
         if np.linalg.matrix_rank(design) < design.shape[1]:
