@@ -213,3 +213,21 @@ def test_phases_add_up_unless_a_pod_lacks_a_milestone() -> None:
     )
     went = where_time_went(rounds, pod_phases(pods), baseline="baseline")[0]
     assert not went.phases_add_up
+
+
+def test_the_batch_row_p_is_on_the_scale_of_its_interval() -> None:
+    from abtest.stats.contrast import estimate_contrast
+
+    pods = _pods(4)
+    rounds = _rounds(pods)
+    w = where_time_went(rounds, pod_phases(pods), baseline="baseline")[0]
+    seconds = estimate_contrast(
+        rounds,
+        coefficients={"baseline": 1.0, "+fast": -1.0},
+        size=20,
+        metric="batch_ready_s",
+        confidence=0.95,
+        scale="raw",
+    )
+    assert w.batch_p_seconds == pytest.approx(seconds.p_value)
+    assert w.batch.savings_ci == pytest.approx(seconds.ci)

@@ -231,7 +231,7 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
                 num(b.treatment_mean_matched * 1000.0, 1),
                 _ms_ci(b.savings_s, b.savings_ci, b.savings_note),
                 "100" if w.clear else DASH,
-                p_value(b.p_value),
+                p_value(w.batch_p_seconds),
             ]
         )
         if not w.clear:
@@ -252,7 +252,7 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
                 ]
             )
     notes = [
-        f"Saving = {base} - {arm} in milliseconds (positive: {arm} spends less time there), "
+        f"Saving = {base} - arm in milliseconds (positive: the arm spends less time there), "
         f"{ci} t-intervals paired by block like the savings tables, one per row, not adjusted "
         "across rows. Share = saving / batch saving x 100, ranked within phases and within "
         "stages; shares do not add up to 100 % (pods start in parallel, stages overlap).",
@@ -282,7 +282,7 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
             "Phase or stage",
             "Kind",
             f"{base} ms",
-            f"{arm} ms",
+            "Arm ms",
             f"Saving ms [{ci} CI]",
             "Share %",
             "p",

@@ -117,7 +117,7 @@ def _time_went(model: ReportModel) -> list[dict[str, Any]]:
                 "saving_s": b.savings_s,
                 **_ci("saving_ci", b.savings_ci),
                 "share_pct": 100.0 if w.clear else None,
-                "p_value": b.p_value,
+                "p_value": w.batch_p_seconds,
                 "method": b.method,
                 "n_blocks": b.n_pairs,
                 "note": b.savings_note,

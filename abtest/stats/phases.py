@@ -86,6 +86,9 @@ class TimeWent:
     # the phases' savings add up to the latency's (False when some pod lacks a milestone, or a
     # phase has fewer complete blocks than the latency)
     phases_add_up: bool = True
+    # p of the batch saving in seconds (the scale of its interval and of every row here);
+    # ``batch.p_value`` tests the ratio on the log scale, as the savings tables do
+    batch_p_seconds: float | None = None
 
     def top_stages(self, n: int) -> tuple[ItemChange, ...]:
         return self.stages[:n]
@@ -174,6 +177,14 @@ def where_time_went(
                 metric=metric,
                 confidence=confidence,
             )
+            seconds = estimate_contrast(
+                rounds,
+                coefficients={baseline: 1.0, arm: -1.0},
+                size=size,
+                metric=metric,
+                confidence=confidence,
+                scale="raw",
+            )
             clear = batch.savings_ci is not None and (
                 batch.savings_ci[0] > 0 or batch.savings_ci[1] < 0
             )
@@ -195,6 +206,7 @@ def where_time_went(
                     phases=phases,
                     stages=tuple(c for c in ranked if c.kind == "stage"),
                     phases_add_up=_add_up(phases),
+                    batch_p_seconds=seconds.p_value,
                 )
             )
     return tuple(out)
