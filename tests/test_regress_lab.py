@@ -67,7 +67,13 @@ def test_a_known_slowdown_fails_within_the_cap(lab_profile: NodeProfile, tmp_pat
     )
     junit = tmp_path / "junit.xml"
     proc = _regress(
-        db, "--reference", "default", "--candidate", "kubeAPIQPS=3,kubeAPIBurst=10", "--junit", str(junit)
+        db,
+        "--reference",
+        "default",
+        "--candidate",
+        "kubeAPIQPS=3,kubeAPIBurst=10",
+        "--junit",
+        str(junit),
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
