@@ -247,4 +247,5 @@ def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) 
     with pytest.raises(UserError, match="--until-resolved cannot be combined with --resume"):
         sweep_gates(GatesRequest(resume=out["run_id"], db=db, until_resolved=True), print)
     with pytest.raises(UserError, match="nothing to sweep"):
-        sweep_gates(GatesRequest(db=db), print)
+        sweep_gates(GatesRequest(db=tmp_path / "none.sqlite"), print)
+    assert not (tmp_path / "none.sqlite").exists()  # refused before a database is made

@@ -105,13 +105,19 @@ def sweep_gates(req: GatesRequest, emit: Event, kit: NodeKit | None = None) -> G
     """Plan (or reload the stored plan), check everything that needs no node, sweep, and
     summarise each arm's mean batch ready time per size. ``kit``: the nodes and the API
     server (the real ones by default; a test passes fakes)."""
+    # A new plan is built (and a bad request refused) before the database is opened or made.
+    if req.resume:
+        new = None
+    elif req.plan is None:
+        raise UserError("nothing to sweep", "abtest gates", "give --all, --list or NAME...")
+    else:
+        new = build_plan(req.plan)
     with Store(req.db) as store:
-        if req.resume:
-            plan = build_plan(options_from_json(store.runs.plan(req.resume).get("options", {})))
-        elif req.plan is None:
-            raise UserError("nothing to sweep", "abtest gates", "give --all, --list or NAME...")
+        if new is not None:
+            plan = new
         else:
-            plan = build_plan(req.plan)
+            stored = store.runs.plan(req.resume or "")
+            plan = build_plan(options_from_json(stored.get("options", {})))
         if req.kubeconfig or req.context:
             nodes = tuple(with_kube(p, req.kubeconfig, req.context) for p in plan.profiles)
             plan = replace(plan, profiles=nodes)
