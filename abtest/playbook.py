@@ -109,6 +109,11 @@ class NodeProfile:
     # means "wait for the kubelet's own container GC" (up to a minute a round).
     stopped_sandboxes_command: str | None = None
     sandbox_remove_command: str | None = None
+    # Runtime arms (runtime_class factors): the runtime's handler names (``crictl info`` JSON)
+    # and one round's sandboxes with their handlers (``crictl pods -o json``); without them an
+    # arm with a runtime class fails before its first batch (nothing could prove its runtime)
+    runtime_handlers_command: str | None = None
+    sandbox_handlers_command: str | None = None
     #: the kubeconfig context to use (None: the kubeconfig's current-context)
     kube_context: str | None = None
     #: a command printing the running kubelet's pid, so pre-flight can read its command line
@@ -295,11 +300,21 @@ def parse_profile(path: Path) -> NodeProfile:
         }
     )
     commands = top.sub("commands")
-    commands.only({"sandbox_count", "image_present", "stopped_sandboxes", "sandbox_remove"})
+    commands.only(
+        {
+            "sandbox_count",
+            "image_present",
+            "stopped_sandboxes",
+            "sandbox_remove",
+            "runtime_handlers",
+            "sandbox_handlers",
+        }
+    )
     port = ssh.data.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise ssh.error("port", "expected an integer port")
     _check_sandbox_listing(commands)
+    _check_handler_listing(commands)
     for key in ("config_path", "binary_path"):
         value = kubelet.text(key, required=True)
         if not value.startswith("/"):
@@ -334,6 +349,8 @@ def parse_profile(path: Path) -> NodeProfile:
         pid_command=kubelet.opt_text("pid_command"),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
+        runtime_handlers_command=commands.opt_text("runtime_handlers"),
+        sandbox_handlers_command=commands.opt_text("sandbox_handlers"),
     )
 
 
@@ -348,6 +365,23 @@ def _check_sandbox_listing(commands: Fields) -> None:
             "tool labels itself and needs crictl's JSON",
             "use `crictl pods --state notready -o json` (optionally with --label filters), "
             "see playbooks/nodes/kubeadm-systemd.yaml",
+        )
+
+
+def _check_handler_listing(commands: Fields) -> None:
+    """``sandbox_handlers`` must print crictl's JSON of every state (abtest checks each
+    sandbox's namespace, tool and round labels itself and reads its runtimeHandler)."""
+    listing = commands.opt_text("sandbox_handlers")
+    if listing is None:
+        return
+    words = set(listing.split())
+    if {"-q", "--quiet"} & words or "json" not in listing or "--state" in listing:
+        raise commands.error(
+            "sandbox_handlers",
+            "must print crictl's JSON of the round's sandboxes in any state (`-o json`, no -q, "
+            "no --state): abtest checks each sandbox's labels and reads its runtimeHandler",
+            "use `crictl pods -o json --label io.kubernetes.pod.namespace={namespace} "
+            "--label abtest/round={round}`",
         )
 
 

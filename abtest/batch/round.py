@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from abtest import stopping
@@ -322,8 +322,13 @@ def run_round(
     say: Say = _quiet,
     watch_options: WatchOptions | None = None,
     reap_sandboxes: Callable[[], int] | None = None,
+    verify: Callable[[str], str | None] | None = None,
 ) -> RoundResult:
     """Run one round on the node as it is, clean up after it, and return what it measured.
+
+    ``verify`` is given the round's label value after the observation, while the round's pods
+    and sandboxes still exist (a runtime arm proves each sandbox's handler); the problem it
+    returns, if any, rejects the round.
 
     ``sandbox_count`` (e.g. ``NodeSession.sandbox_count``) is read before the round and polled
     after the delete until it is back at that value; without it only the API side is waited
@@ -429,6 +434,8 @@ def run_round(
         records = _pod_records(names, sub, seen, t0)
         summary = summarize(records, size)
         verdict = judge(records, size, timed_out=timed_out, timeout_s=gen.timeout_s)
+        if verify is not None and (problem := verify(round_tag)):
+            verdict = replace(verdict, accepted=False, reasons=(*verdict.reasons, problem))
         say("cleaning up")
         post.lap("judge")
         cleaned_up = cleanup(

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
+from abtest.domain import Arm
 from abtest.errors import ConfigError
 from abtest.playbook import Workload
 
@@ -112,7 +113,30 @@ def render_pod(
     meta["name"] = name
     meta["namespace"] = namespace
     meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    # An arm's pod part (runtime_class / pod_annotation factors) is what its rounds compare:
+    # a template that leaves it out must not silently run every arm alike.
+    if workload.annotations:
+        meta["annotations"] = {**(meta.get("annotations") or {}), **dict(workload.annotations)}
+    if workload.runtime_class:
+        spec = body.get("spec")
+        if not isinstance(spec, dict):
+            raise ConfigError("rendered pod template has no spec mapping", where)
+        spec["runtimeClassName"] = workload.runtime_class
     return body
+
+
+def arm_workload(workload: Workload, arm: Arm) -> Workload:
+    """The workload an arm's pods carry: the playbook's, with the arm's runtime class and
+    annotations over it (``plan.check_crossing`` refuses a factor and the workload both
+    setting one of them, so nothing of the playbook's is silently replaced)."""
+    if arm.runtime_class is None and not arm.annotations:
+        return workload
+    annotations = dict(workload.annotations) | dict(arm.annotations)
+    return replace(
+        workload,
+        runtime_class=arm.runtime_class or workload.runtime_class,
+        annotations=tuple(sorted(annotations.items())),
+    )
 
 
 def render_batch(

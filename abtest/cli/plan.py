@@ -10,6 +10,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.domain import Arm, show_scalar
 from abtest.experiment.design import design_description
 from abtest.experiment.history import node_history, noise_history
 from abtest.experiment.plan import (
@@ -95,6 +96,7 @@ def plan(
             {
                 "node": node,
                 "visits": len(p.schedule.visits),
+                "kubelet_restarts": restart_count(p),
                 "measured_rounds": p.schedule.measured_rounds,
                 "seconds": round(e.seconds, 1),
                 "source": e.source,
@@ -106,7 +108,7 @@ def plan(
     print_table(
         f"arms ({p.design}, catalog {p.catalog.name})",
         ["arm", "settings"],
-        [(a.name, ", ".join(f"{k}={v}" for k, v in a.settings)) for a in p.arms],
+        [(a.name, _arm_settings(a)) for a in p.arms],
     )
     if note := design_description(p.design, len(p.factors)):
         console.print(note)
@@ -132,13 +134,25 @@ def plan(
             ],
         )  # fmt: skip
     console.print(
-        f"{len(p.schedule.visits)} visits = {restart_count(p)} kubelet restarts, "
-        f"{p.schedule.measured_rounds} measured rounds on {nodes}"
+        f"{len(p.schedule.visits)} visits, {restart_count(p)} kubelet restarts"
+        + (
+            " (a visit whose kubelet settings equal the visit's before it needs none), "
+            if restart_count(p) < len(p.schedule.visits)
+            else ", "
+        )
+        + f"{p.schedule.measured_rounds} measured rounds on {nodes}"
         + (" (each)" if fleet else "")
         + f"; estimated {minutes:.0f} min ({p_est.source})"
         + ("; wall time one node's: the nodes run at the same time" if fleet else "")
     )
     _print_power(power, confidence)
+
+
+def _arm_settings(arm: Arm) -> str:
+    """The kubelet settings, then the pod part (``pod.runtimeClassName=crun``)."""
+    parts = [f"{k}={show_scalar(v)}" for k, v in arm.settings]
+    parts += [f"{k}={v}" for k, v in arm.pod_dict().items()]
+    return ", ".join(parts)
 
 
 def _power_json(r: PowerRow, confidence: float) -> dict[str, object]:

@@ -17,10 +17,12 @@ from typing import Any, Protocol
 from abtest.batch.model import RoundResult
 from abtest.batch.round import run_round
 from abtest.batch.run_record import probe_environment
+from abtest.batch.template import round_selector
 from abtest.cluster.client import Cluster, Forbidden, connect
 from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
 from abtest.cluster.nodes import node_names
-from abtest.cluster.pods import count_pods
+from abtest.cluster.pods import count_pods, list_pods
+from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError
 from abtest.node.binary import KubeletBinary
@@ -77,6 +79,10 @@ class NodeAccess(Protocol):
 
     def remove_stopped_sandboxes(self, namespace: str) -> int: ...
 
+    def runtime_handlers(self) -> frozenset[str] | None: ...
+
+    def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None: ...
+
 
 class NodeKit(Protocol):
     """Everything a sweep reaches a node and its API server through."""
@@ -102,6 +108,12 @@ class NodeKit(Protocol):
 
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None: ...
 
+    def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None: ...
+
+    def round_pods(
+        self, cluster: Cluster, namespace: str, round_tag: str
+    ) -> list[dict[str, Any]]: ...
+
     def controller(
         self,
         profile: NodeProfile,
@@ -126,6 +138,7 @@ class NodeKit(Protocol):
         generator: Generator,
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
+        verify: Callable[[str], str | None] | None = None,
     ) -> RoundResult: ...
 
 
@@ -189,6 +202,12 @@ class RealNodes:
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None:
         ensure_namespace(cluster, namespace)
 
+    def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None:
+        return runtime_class_handler(cluster, name)
+
+    def round_pods(self, cluster: Cluster, namespace: str, round_tag: str) -> list[dict[str, Any]]:
+        return list_pods(cluster, namespace, round_selector(round_tag))[0]
+
     def controller(
         self,
         profile: NodeProfile,
@@ -221,6 +240,7 @@ class RealNodes:
         generator: Generator,
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
+        verify: Callable[[str], str | None] | None = None,
     ) -> RoundResult:
         return run_round(
             cluster,
@@ -232,4 +252,5 @@ class RealNodes:
             generator=generator,
             sandbox_count=sandbox_count,
             reap_sandboxes=reap_sandboxes,
+            verify=verify,
         )

@@ -7,16 +7,17 @@ touches nothing, ``abtest gates`` runs it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abtest.catalog import load_catalog, select_factors
-from abtest.domain import Arm, Catalog, Factor
+from abtest.domain import Arm, Catalog, Factor, Settings
 from abtest.errors import UserError
 from abtest.experiment.design import build_arms, dedupe, gates_all
 from abtest.experiment.fleet import same_node
-from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds, restarts
+from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds
 from abtest.playbook import NodeProfile, Playbook, load_playbook, load_profile
 
 if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates --list` is fast)
@@ -86,6 +87,9 @@ class SweepPlan:
                 "observe_s": self.playbook.generator.observe_s,
             },
             "schedule": self.schedule.to_dict(),
+            "kubelet_restarts": sum(kubelet_visits(self.schedule)),
+            # what each arm renders into its pods (pod-spec factors), beside its kubelet part
+            "arm_pods": {a.name: a.pod_dict() for a in self.arms if a.pod_dict()},
             # what the user asked for, so `gates --resume` rebuilds the identical plan
             "options": {
                 k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.options).items()
@@ -124,7 +128,10 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
         concurrency=opts.concurrency,
     )
     catalog = load_catalog(opts.catalog or pb.catalog)
-    factors = select_factors(catalog, list(opts.factors or pb.factors))
+    names = list(opts.factors or pb.factors)
+    factors = select_factors(catalog, names)
+    # names given on the command line (arguments), else the playbook's `factors:`
+    check_crossing(factors, pb, where="factors" if opts.factors else f"{pb.source}: factors")
     design = opts.design or pb.design
     if opts.attribution and design == "gates-all":
         design = "attribution"
@@ -174,7 +181,8 @@ def estimate(plan: SweepPlan, history: dict[str, list[float]] | None) -> Estimat
         else f"defaults ({DEFAULT_RESTART_S:.0f} s restart, {DEFAULT_SECONDS_PER_POD} s/pod, "
         f"{DEFAULT_CLEANUP_S:.0f} s cleanup)"
     )
-    seconds = estimate_seconds(plan.schedule, restart, batch, cleanup)
+    # a restart only where the kubelet settings change (restart_count), not at every visit
+    seconds = estimate_seconds(plan.schedule, 0.0, batch, cleanup) + restart * restart_count(plan)
     return Estimate(seconds, restart, cleanup, batch, source)
 
 
@@ -194,8 +202,55 @@ def _median(values: list[float] | None) -> float | None:
     return statistics.median(clean) if clean else None
 
 
+def check_crossing(factors: Sequence[Factor], pb: Playbook, *, where: str) -> None:
+    """One clear error for a design that crosses a pod-spec thing with itself: a factor named
+    twice, two factors for the pod's runtime class (or one annotation), or a factor and the
+    playbook's own workload setting the same thing. Nothing is touched before this."""
+    seen: dict[str, str] = {}
+    if pb.workload.runtime_class:
+        seen["pod:runtimeClassName"] = f"the playbook's workload.runtime_class ({pb.source})"
+    for key, _ in pb.workload.annotations:
+        seen[f"pod:annotations/{key}"] = f"the playbook's workload.annotations ({pb.source})"
+    names: set[str] = set()
+    for f in factors:
+        if f.name in names:
+            raise UserError(
+                f"factor {f.name!r} is listed twice: a factor cannot be crossed with itself",
+                where,
+                "list each factor once",
+            )
+        names.add(f.name)
+        for target in f.targets:
+            if target in seen:
+                what = target.removeprefix("pod:").replace("annotations/", "annotation ")
+                raise UserError(
+                    f"{f.name!r} ({f.kind}) and {seen[target]} both set the pod's {what}"
+                    if target.startswith("pod:")
+                    else f"{f.name!r} and {seen[target]} both set {target}",
+                    where,
+                    "keep one of them: an arm's pod has one runtime class, and one value per "
+                    "annotation",
+                )
+            seen[target] = f"factor {f.name!r}"
+
+
+def kubelet_visits(schedule: Schedule) -> list[bool]:
+    """For each visit of the schedule, whether it restarts the kubelet: the first visit does,
+    and a visit whose kubelet settings (and binary) equal the visit's before it does not
+    (arms that differ only in their pod, e.g. runc vs crun, share one kubelet config).
+    The sweep applies the same rule (NodeSweep.kubelet_now)."""
+    out = []
+    before: tuple[Settings, str | None] | None = None
+    for v in schedule.visits:
+        key = schedule.arm(v.arm).kubelet_key
+        out.append(key != before)
+        before = key
+    return out
+
+
 def restart_count(plan: SweepPlan) -> int:
-    return restarts(plan.schedule)
+    """The kubelet restarts the design costs (per node)."""
+    return sum(kubelet_visits(plan.schedule))
 
 
 # The metrics the report leads with; planning answers for these.

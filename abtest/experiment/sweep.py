@@ -29,12 +29,14 @@ from typing import Any
 
 from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, new_run
+from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
 from abtest.domain import Arm
 from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, skipped_arms
 from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
 from abtest.experiment.plan import SweepPlan
+from abtest.experiment.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
 from abtest.playbook import NodeProfile
 from abtest.stopping import Interrupted, SignalGuard, checkpoint, shield
@@ -105,6 +107,7 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -
                 a.name,
                 a.on,
                 a.settings_dict()
+                | a.pod_dict()
                 | ({"kubelet.binary": a.kubelet_binary} if a.kubelet_binary else {}),
             )
             for a in plan.arms
@@ -151,6 +154,9 @@ class NodeSweep:
         self.uses_binaries = any(a.kubelet_binary for a in plan.arms)
         self.upto_block: int | None = None  # run only blocks below this (regress looks)
         self.gate: PreflightGate | None = None  # several nodes: wait for every pre-flight
+        # the kubelet part (Arm.kubelet_key) the node runs since our last apply; None: not
+        # known (first visit, resume, after a failed apply that restored the original)
+        self.kubelet_now: tuple[object, ...] | None = None
 
     def preflight(self, cluster: Cluster) -> None:
         problems = self.kit.preflight(
@@ -262,10 +268,25 @@ class NodeSweep:
         )
         self.emit("apply", {"node": node, "block": visit.block, "arm": arm.name})
         try:
+            # a runtime arm whose RuntimeClass or handler is missing fails here, untouched
+            runtime = check_arm_runtime(
+                arm.name,
+                arm.runtime_class,
+                handler_of=lambda name: self.kit.runtime_class_handler(cluster, name),
+                node=session,
+                profile=self.profile,
+            )
             if self.uses_binaries:
                 ctl.install_kubelet_binary(arm.kubelet_binary)
-            rec = ctl.apply(arm.settings_dict(), force_restart=True)
-        except ApplyFailed as exc:
+            # The kubelet restarts when the visit before ran other kubelet settings (so each
+            # arm starts from a fresh kubelet); arms that differ only in their pod (runc vs
+            # crun) share it, and apply only checks the settings are still in effect.
+            # plan.kubelet_visits counts restarts by the same rule.
+            restart = arm.kubelet_key != self.kubelet_now
+            self.kubelet_now = None
+            rec = ctl.apply(arm.settings_dict(), force_restart=restart)
+            self.kubelet_now = arm.kubelet_key
+        except (ApplyFailed, ArmRuntimeUnavailable) as exc:
             failed[arm.name] = str(exc)
             self.store.visits.failed(visit_id, str(exc))
             self.store.arms.fail(self.run_id, arm.name, str(exc))
@@ -290,6 +311,19 @@ class NodeSweep:
             },
         )
         pb = self.plan.playbook
+        workload = arm_workload(pb.workload, arm)  # the arm's pod part, rendered into its pods
+        # a runtime arm's rounds prove each pod's runtime before their pods are deleted
+        check = (
+            {
+                "verify": round_verifier(
+                    runtime,
+                    pods=lambda tag: self.kit.round_pods(cluster, pb.namespace, tag),
+                    handlers=lambda tag: session.round_handlers(pb.namespace, tag),
+                )
+            }
+            if runtime is not None
+            else {}
+        )
         previous = None  # the round before, in this visit: the sweep's share of the gap
         for slot in slots:
             self._boundary()
@@ -300,10 +334,11 @@ class NodeSweep:
                 namespace=pb.namespace,
                 size=slot.size,
                 run_id=self.run_id,
-                workload=pb.workload,
+                workload=workload,
                 generator=pb.generator,
                 sandbox_count=session.sandbox_count,
                 reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
+                **check,
             )
             record_round(
                 self.store,

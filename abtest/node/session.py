@@ -15,6 +15,7 @@ from typing import Any
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.closing import Closing
 from abtest.errors import NodeError, UserError
+from abtest.node import runtimes
 from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.playbook import NodeProfile
 
@@ -176,6 +177,15 @@ class NodeSession(Closing):
             f"removing {len(ids)} stopped pod sandboxes of namespace {namespace} ({remove!r})"
         )
         return len(ids)
+
+    def runtime_handlers(self) -> frozenset[str] | None:
+        """The runtime's handler names (None: the profile has no runtime_handlers command)."""
+        return runtimes.read_runtime_handlers(self)
+
+    def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None:
+        """Pod name -> the runtime handler its sandbox ran under, for one round's pods (None:
+        the profile has no sandbox_handlers command)."""
+        return runtimes.read_round_handlers(self, namespace, round_tag)
 
     def image_present(self, image: str) -> bool:
         """Whether the runtime has ``image`` (by the profile's image_present command)."""
