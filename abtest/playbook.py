@@ -114,6 +114,10 @@ class NodeProfile:
     # arm with a runtime class fails before its first batch (nothing could prove its runtime)
     runtime_handlers_command: str | None = None
     sandbox_handlers_command: str | None = None
+    # Fast cleanup: list one round's sandboxes (any state) and stop sandboxes by id, so the
+    # round's pods do not wait out the kubelet's 2 s minimum grace (empty: the kubelet stops them)
+    round_sandboxes_command: str | None = None
+    sandbox_stop_command: str | None = None
     #: the kubeconfig context to use (None: the kubeconfig's current-context)
     kube_context: str | None = None
     #: a command printing the running kubelet's pid, so pre-flight can read its command line
@@ -306,6 +310,8 @@ def parse_profile(path: Path) -> NodeProfile:
             "image_present",
             "stopped_sandboxes",
             "sandbox_remove",
+            "round_sandboxes",
+            "sandbox_stop",
             "runtime_handlers",
             "sandbox_handlers",
         }
@@ -315,6 +321,7 @@ def parse_profile(path: Path) -> NodeProfile:
         raise ssh.error("port", "expected an integer port")
     _check_sandbox_listing(commands)
     _check_handler_listing(commands)
+    _check_sandbox_stop(commands)
     for key in ("config_path", "binary_path"):
         value = kubelet.text(key, required=True)
         if not value.startswith("/"):
@@ -351,6 +358,8 @@ def parse_profile(path: Path) -> NodeProfile:
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),
         sandbox_handlers_command=commands.opt_text("sandbox_handlers"),
+        round_sandboxes_command=commands.opt_text("round_sandboxes"),
+        sandbox_stop_command=commands.opt_text("sandbox_stop"),
     )
 
 
@@ -366,6 +375,47 @@ def _check_sandbox_listing(commands: Fields) -> None:
             "use `crictl pods --state notready -o json` (optionally with --label filters), "
             "see playbooks/nodes/kubeadm-systemd.yaml",
         )
+
+
+def _check_sandbox_stop(commands: Fields) -> None:
+    """``round_sandboxes`` and ``sandbox_stop`` go together, with ``sandbox_remove``; the
+    listing prints JSON of every state (abtest checks labels and state itself) and the stop
+    command takes the checked ids."""
+    listing = commands.opt_text("round_sandboxes")
+    stop = commands.opt_text("sandbox_stop")
+    if not (listing or stop):
+        return
+    if not listing or not stop:
+        present, missing = (
+            ("round_sandboxes", "sandbox_stop") if listing else ("sandbox_stop", "round_sandboxes")
+        )
+        raise commands.error(
+            present,
+            f"set without `{missing}`: the fast cleanup needs both",
+            f"add `{missing}` (see playbooks/nodes/kubeadm-systemd.yaml) or remove both",
+        )
+    if not commands.opt_text("sandbox_remove"):
+        raise commands.error(
+            "sandbox_stop",
+            "set without `sandbox_remove`: stopped sandboxes would stay until the kubelet's GC",
+            "add `sandbox_remove: crictl rmp {ids}`",
+        )
+    words = set(listing.split())
+    if {"-q", "--quiet"} & words or "json" not in listing:
+        raise commands.error(
+            "round_sandboxes",
+            "must print crictl's JSON (`-o json`): abtest checks each sandbox's namespace, "
+            "tool and round labels itself",
+            "use `crictl pods -o json --label abtest/round={round}`",
+        )
+    if "--state" in words or any(w.startswith("--state=") for w in words):
+        raise commands.error(
+            "round_sandboxes",
+            "filters by state; the fast cleanup needs the round's running and stopped sandboxes",
+            "drop --state",
+        )
+    if "{ids}" not in stop:
+        raise commands.error("sandbox_stop", "has no {ids} placeholder", "use `crictl stopp {ids}`")
 
 
 def _check_handler_listing(commands: Fields) -> None:

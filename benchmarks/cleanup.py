@@ -4,7 +4,9 @@ Runs real rounds (``run_round`` with the node's sandbox count and stopped-sandbo
 sweep does) and reports, per size, the median cleanup time (last observation -> pods gone from
 the API and the node's sandbox count back at its pre-round value) and its parts as the round
 stored them (``RoundResult.gap_parts``). Targets: 20 pods <= 1.5 s median, 150 pods (10m CPU
-requests) <= 8 s. Before this work: 3-4 s and 21.9 s.
+requests) <= 8 s. Before this work: 3-4 s and 21.9 s. By default the round stops its own
+sandboxes (``NodeSession.clean_round_sandboxes``); ``--kubelet-stops`` measures the previous
+cleanup (the kubelet stops each pod after its 2 s minimum grace, abtest removes the stopped).
 
 The lab node has 2 CPUs allocatable, so 150 pods need a small request (``--cpu-request 10m``);
 its kubelet allows 250 pods. Run under the lab lock:
@@ -31,6 +33,9 @@ NAMESPACE = "abtest-bench-cleanup"
 
 
 def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> dict[str, Any]:
+    def clean(tag: str) -> int:
+        return node.clean_round_sandboxes(NAMESPACE, tag)
+
     result = run_round(
         cluster,
         node_name=profile.node_name,
@@ -41,6 +46,7 @@ def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> 
         generator=Generator(qps=1000.0, concurrency=150, timeout_s=300.0, observe_s=args.observe),
         sandbox_count=node.sandbox_count,
         reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+        clean_sandboxes=None if args.kubelet_stops else clean,
         scrape_metrics=not args.no_metrics,
     )
     parts = {f"{g.phase}.{g.part}": g.seconds for g in result.gap_parts}
@@ -55,6 +61,7 @@ def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> 
         "sandbox_after": result.sandbox_after,
         "parts": parts,
         "notes": result.notes,
+        "cleanup": "kubelet-stops" if args.kubelet_stops else "stop-own",
     }
 
 
@@ -71,6 +78,12 @@ def main() -> None:
     ap.add_argument("--observe", type=float, default=1.0)
     ap.add_argument("--cpu-request", default="10m")
     ap.add_argument("--no-metrics", action="store_true", help="skip the kubelet metric scrapes")
+    ap.add_argument(
+        "--kubelet-stops",
+        action="store_true",
+        help="the previous cleanup: wait for the kubelet to stop the sandboxes (2 s grace), "
+        "then remove the stopped ones",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     profile = load_profile(args.profile)

@@ -224,6 +224,9 @@ class FakeSession:
     def remove_stopped_sandboxes(self, namespace: str) -> int:
         return 0
 
+    def clean_round_sandboxes(self, namespace: str, round_tag: str) -> int:
+        return 0
+
 
 @dataclasses.dataclass(frozen=True)
 class FakeCluster:
@@ -272,6 +275,7 @@ class FakeKit:
         generator: Generator,
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
+        clean_sandboxes: Callable[[str], int] | None = None,
     ) -> RoundResult:
         node = self.nodes[node_name]
         node.record(f"round {size}", "round")

@@ -16,31 +16,34 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from abtest import stopping
-from abtest.batch import metrics
-from abtest.batch.acceptance import judge
+from abtest.batch import metrics, sandbox_wait
+from abtest.batch.collect import Collected, collect, scrape
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps
 from abtest.batch.generator import SubmitResult, submit
-from abtest.batch.model import EventRecord, MetricDelta, PodRecord, RoundResult
-from abtest.batch.observe import PodSeen, PodTracker
-from abtest.batch.summary import summarize
-from abtest.batch.template import render_batch, round_selector
-from abtest.cluster.client import Cluster, node_proxy_get
+from abtest.batch.model import PodRecord, RoundResult
+from abtest.batch.observe import PodTracker
+from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
+from abtest.batch.template import RenderedPod, render_batch, round_selector
+from abtest.cluster.client import Cluster
 from abtest.cluster.namespaces import check_owned
 from abtest.cluster.pods import (
     PodWatch,
     count_pods,
     delete_pods,
-    list_pod_events,
     wait_pods_gone,
 )
-from abtest.errors import AbtestError, NodeError
+from abtest.errors import AbtestError
 from abtest.playbook import Generator, Workload
 
 SANDBOX_FAILURE = "FailedCreatePodSandBox"
+# the node-side poll's pace (abtest.batch.sandbox_wait) is part of cleanup()'s contract
+POLL_IDLE_S = sandbox_wait.POLL_IDLE_S
+POLL_AFTER_REMOVAL_S = sandbox_wait.POLL_AFTER_REMOVAL_S
+BACKOFF_FIRST_S = sandbox_wait.BACKOFF_FIRST_S
+BACKOFF_MAX_S = sandbox_wait.BACKOFF_MAX_S
 Say = Callable[[str], None]
 
 
@@ -74,63 +77,6 @@ class WatchOptions:
     start_resource_version: str | None = None
 
 
-def _scrape(cluster: Cluster, node_name: str) -> dict[metrics.Key, tuple[float | None, float]]:
-    return metrics.parse(node_proxy_get(cluster, node_name, "metrics", timeout=30))
-
-
-def _pod_records(
-    names: list[str], sub: SubmitResult, seen: dict[str, PodSeen], t0: float
-) -> list[PodRecord]:
-    def rel(x: float | None) -> float | None:
-        return None if x is None else x - t0
-
-    creates = {c.name: c for c in sub.creates}
-    out = []
-    for name in names:
-        c = creates[name]
-        s = seen.get(name, PodSeen())
-        out.append(
-            PodRecord(
-                name=name,
-                sent_s=rel(c.sent),
-                response_s=rel(c.response),
-                scheduled_s=rel(s.scheduled),
-                ready_to_start_s=rel(s.ready_to_start),
-                initialized_s=rel(s.initialized),
-                containers_ready_s=rel(s.containers_ready),
-                ready_s=rel(s.ready),
-                http_status=c.status,
-                attempts=c.attempts,
-                restarts=s.restarts,
-                ready_regressed=s.ready_regressed,
-                server_created=s.server_created,
-                server_scheduled=s.server_scheduled,
-                server_ready=s.server_ready,
-                server_ready_written=s.server_ready_written,
-                create_error=c.error,
-                waiting_reason=s.waiting_reason,
-            )
-        )
-    return out
-
-
-def _events(raw: list[dict[str, Any]]) -> list[EventRecord]:
-    out = []
-    for e in raw:
-        involved = e.get("involvedObject") or {}
-        count = e.get("count") or (e.get("series") or {}).get("count") or 1
-        out.append(
-            EventRecord(
-                pod=involved.get("name"),
-                reason=str(e.get("reason") or ""),
-                message=str(e.get("message") or ""),
-                count=int(count),
-                type=str(e.get("type") or "Normal"),
-            )
-        )
-    return out
-
-
 @dataclass(frozen=True)
 class CleanupResult:
     seconds: float  # delete call -> gone from the API and sandboxes back at the baseline
@@ -148,27 +94,6 @@ class CleanupResult:
         if not self.reap_failures:
             return None
         return f"removing stopped sandboxes failed {self.reap_failures}x (last: {self.reap_error})"
-
-
-# Sandbox-count polling. The node has no event stream for "sandbox stopped" through the
-# profile's commands, so the count is polled; each poll is already a few SSH round trips
-# (~0.07 s each on the lab), so the pauses between polls are short. After a failed removal
-# the pause grows up to the cap.
-POLL_IDLE_S = 0.1
-POLL_AFTER_REMOVAL_S = 0.0
-BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 5.0
-
-
-@dataclass
-class _NodeSide:
-    """Counters of the node-side wait, for the parts and the notes."""
-
-    polls: int = 0
-    removed: int = 0
-    command_s: float = 0.0
-    failures: int = 0
-    last_error: str | None = None
 
 
 def cleanup(
@@ -209,12 +134,12 @@ def cleanup(
         return CleanupResult(clock() - start, None, False, api_note, None, parts=tuple(laps.parts))
     api_s = clock() - start
     laps.lap("api_gone")
-    node = _NodeSide()
+    node = NodeSide()
     count: int | None = None
     ok: bool = True
     note: str | None = None
     if sandbox_count is not None and sandbox_baseline is not None:
-        count, ok, left_over = _wait_sandboxes(
+        count, ok, left_over = wait_sandboxes(
             node, sandbox_count, sandbox_baseline, reap_sandboxes, clock, pause, deadline
         )
         if not ok:
@@ -240,53 +165,6 @@ def cleanup(
     )
 
 
-def _wait_sandboxes(
-    node: _NodeSide,
-    sandbox_count: Callable[[], int],
-    baseline: int,
-    reap_sandboxes: Callable[[], int] | None,
-    clock: Callable[[], float],
-    pause: Callable[[float], None],
-    deadline: float,
-) -> tuple[int, bool, str | None]:
-    """Poll the node's sandbox count down to ``baseline``, removing the tool's stopped
-    sandboxes at each poll: (last count, at baseline?, what was left if not)."""
-
-    def timed(fn: Callable[[], int]) -> int:
-        t = clock()
-        try:
-            return fn()
-        finally:
-            node.command_s += clock() - t
-
-    backoff = BACKOFF_FIRST_S
-    count = timed(sandbox_count)
-    node.polls += 1
-    while count > baseline:
-        if clock() > deadline:
-            return count, False, f"node has {count} pod sandboxes"
-        # The kubelet stops a deleted pod's sandbox a moment after the API forgets the pod;
-        # each poll removes the ones stopped so far.
-        removed = 0
-        if reap_sandboxes is not None:
-            try:
-                removed = timed(reap_sandboxes)
-            except NodeError as exc:
-                node.failures += 1
-                node.last_error = str(exc)
-                pause(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-                count = timed(sandbox_count)
-                node.polls += 1
-                continue
-        node.removed += removed
-        backoff = BACKOFF_FIRST_S
-        pause(POLL_AFTER_REMOVAL_S if removed else POLL_IDLE_S)
-        count = timed(sandbox_count)
-        node.polls += 1
-    return count, True, None
-
-
 def _cleanup_after_error(
     exc: BaseException, cluster: Cluster, namespace: str, selector: str, timeout_s: float
 ) -> None:
@@ -307,6 +185,214 @@ def _cleanup_after_error(
         exc.add_note(f"cleaning up the round's pods after this error: {res.note}")
 
 
+@dataclass
+class _Prepared:
+    """What a round starts from, before its watch opens."""
+
+    round_tag: str
+    selector: str
+    pods: list[RenderedPod]
+    baseline: int | None  # the node's sandbox count before the round
+    before: dict[metrics.Key, tuple[float | None, float]] | None  # kubelet metrics
+    notes: list[str]
+    pre: Laps  # the gap before the round, lapped on to its first create
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.pods]
+
+
+@dataclass
+class _Waited:
+    """The measured span: the creates sent, and the wait for Ready and the observation."""
+
+    sub: SubmitResult
+    t0: float  # the first create request (monotonic)
+    wall0: float
+    mono0: float
+    timed_out: bool
+    post: Laps  # the gap after the round, from the end of the observation window
+
+
+def _prepare(
+    cluster: Cluster,
+    *,
+    node_name: str,
+    namespace: str,
+    size: int,
+    run_id: str,
+    workload: Workload,
+    sandbox_count: Callable[[], int] | None,
+    scrape_metrics: bool,
+    clock: Callable[[], float],
+) -> _Prepared:
+    """Render the round's pods under a fresh round label; read the node's sandbox count and
+    the kubelet's metrics before it."""
+    pre = Laps(BEFORE, clock)
+    check_owned(cluster, namespace)
+    round_tag = secrets.token_hex(5)
+    pods = render_batch(
+        workload,
+        size=size,
+        namespace=namespace,
+        node_name=node_name,
+        run_id=run_id,
+        round_tag=round_tag,
+    )
+    pre.lap("setup")
+    baseline = sandbox_count() if sandbox_count is not None else None
+    pre.lap("sandbox_baseline")
+    notes: list[str] = []
+    before = None
+    if scrape_metrics:
+        try:
+            before = scrape(cluster, node_name)
+        except (AbtestError, ValueError) as exc:
+            notes.append(f"kubelet metrics before the round: {exc}")
+    pre.lap("metrics_before")
+    return _Prepared(round_tag, round_selector(round_tag), pods, baseline, before, notes, pre)
+
+
+def _submit_and_wait(
+    cluster: Cluster,
+    prep: _Prepared,
+    *,
+    namespace: str,
+    gen: Generator,
+    tracker: PodTracker,
+    watch: PodWatch,
+    clock: Callable[[], float],
+    say: Say,
+) -> _Waited:
+    """Open the watch, submit the creates at the target rate, wait until every created pod
+    was seen Ready (or the timeout), then observe ``gen.observe_s`` more; the watch is
+    stopped whatever happens."""
+    size = len(prep.pods)
+    watch.start()
+    prep.pre.lap("watch_open")
+    try:
+        wall0, mono0 = clock_anchor(clock)
+        deadline = clock() + gen.timeout_s
+        sub = submit(
+            cluster,
+            namespace,
+            prep.pods,
+            qps=gen.qps,
+            concurrency=gen.concurrency,
+            deadline=deadline,
+            selector=prep.selector,
+            clock=clock,
+        )
+        t0 = sub.first_sent if sub.first_sent is not None else mono0
+        prep.pre.lap("first_create", at=t0)
+        deadline = t0 + gen.timeout_s
+        created = sum(1 for c in sub.creates if _created(c.status, c.attempts))
+        say(f"submitted {created}/{size} creates; waiting for Ready")
+        # Pods whose create failed can never be Ready: wait for the created ones only.
+        reached = tracker.wait_all_ready(deadline, clock, target=created)
+        if reached and created == size:
+            last = tracker.last_ready or clock()
+            while (left := last + gen.observe_s - clock()) > 0 and not tracker.aborted:
+                stopping.sleep(min(left, 0.5))  # a signal ends the round here
+    finally:
+        # the gap after the round starts here: observation over (or given up)
+        post = Laps(AFTER, clock)
+        tracker.freeze()
+        watch.stop()
+        post.lap("watch_stop")
+    return _Waited(sub, t0, wall0, mono0, not reached, post)
+
+
+def _clean_up(
+    cluster: Cluster,
+    prep: _Prepared,
+    *,
+    namespace: str,
+    sandbox_count: Callable[[], int] | None,
+    timeout_s: float,
+    clock: Callable[[], float],
+    reap_sandboxes: Callable[[], int] | None,
+    clean_sandboxes: Callable[[str], int] | None,
+    say: Say,
+) -> CleanupResult:
+    """Delete the round's pods and wait for a clean node; the node side stops and removes
+    this round's own sandboxes (``clean_sandboxes``) when it can, else removes the
+    namespace's stopped ones as the kubelet stops them (``reap_sandboxes``)."""
+    say("cleaning up")
+    reap = reap_sandboxes
+    if clean_sandboxes is not None:
+        tag = prep.round_tag
+        reap = lambda: clean_sandboxes(tag)  # noqa: E731 - bound to this round's label
+    return cleanup(
+        cluster,
+        namespace,
+        prep.selector,
+        sandbox_count=sandbox_count,
+        sandbox_baseline=prep.baseline,
+        timeout_s=timeout_s,
+        clock=clock,
+        reap_sandboxes=reap,
+    )
+
+
+def _result(
+    prep: _Prepared,
+    waited: _Waited,
+    got: Collected,
+    cleaned_up: CleanupResult,
+    watch: PodWatch,
+    node_name: str,
+    namespace: str,
+    gen: Generator,
+    workload: Workload,
+) -> RoundResult:
+    notes = prep.notes
+    if cleaned_up.note:
+        notes.append(cleaned_up.note)
+    elif reaped := cleaned_up.reap_note():
+        notes.append(reaped)
+    if watch.restarts or watch.relists:
+        notes.append(
+            f"pod watch re-opened {watch.restarts}x, re-listed {watch.relists}x "
+            f"(last: {watch.last_error})"
+        )
+    sub = waited.sub
+    return RoundResult(
+        node_name=node_name,
+        namespace=namespace,
+        size=len(prep.pods),
+        round_tag=prep.round_tag,
+        started_wall=waited.wall0 + (waited.t0 - waited.mono0),
+        accepted=got.verdict.accepted,
+        reason=got.verdict.reason,
+        summary=got.summary,
+        pods=got.records,
+        events=got.events,
+        metric_deltas=got.deltas,
+        sandbox_failures=sum(e.count for e in got.events if e.reason == SANDBOX_FAILURE),
+        timed_out=waited.timed_out,
+        watch_restarts=watch.restarts,
+        watch_relisted=watch.relists,
+        client_cpu_s=sub.thread_cpu_s,
+        process_cpu_s=sub.process_cpu_s,
+        cleanup_s=cleaned_up.seconds,
+        cleanup_api_s=cleaned_up.api_s,
+        cleanup_ok=cleaned_up.ok,
+        cleanup_note=cleaned_up.note,
+        sandbox_baseline=prep.baseline,
+        sandbox_after=cleaned_up.sandbox_count,
+        qps=gen.qps,
+        concurrency=gen.concurrency,
+        timeout_s=gen.timeout_s,
+        observe_s=gen.observe_s,
+        workload=asdict(workload),
+        notes=notes,
+        gap_parts=[*prep.pre.parts, *waited.post.parts, *cleaned_up.parts],
+        entered_mono=prep.pre.start,
+        returned_mono=time.monotonic(),
+    )
+
+
 def run_round(
     cluster: Cluster,
     *,
@@ -322,6 +408,7 @@ def run_round(
     say: Say = _quiet,
     watch_options: WatchOptions | None = None,
     reap_sandboxes: Callable[[], int] | None = None,
+    clean_sandboxes: Callable[[str], int] | None = None,
     verify: Callable[[str], str | None] | None = None,
 ) -> RoundResult:
     """Run one round on the node as it is, clean up after it, and return what it measured.
@@ -332,9 +419,12 @@ def run_round(
 
     ``sandbox_count`` (e.g. ``NodeSession.sandbox_count``) is read before the round and polled
     after the delete until it is back at that value; without it only the API side is waited
-    for. ``reap_sandboxes`` (``NodeSession.remove_stopped_sandboxes``) removes the stopped
-    sandboxes of the deleted pods instead of waiting for the kubelet's container GC, which
-    would otherwise run (up to a minute later) in the middle of the next round. The
+    for. ``clean_sandboxes`` (``NodeSession.clean_round_sandboxes`` with the namespace bound;
+    it is given the round's label value) stops this round's own sandboxes once its pods are
+    gone from the API and removes them, so no pod waits out the kubelet's 2 s minimum grace.
+    Without it, ``reap_sandboxes`` (``NodeSession.remove_stopped_sandboxes``) removes the
+    stopped sandboxes of the deleted pods instead of waiting for the kubelet's container GC,
+    which would otherwise run (up to a minute later) in the middle of the next round. The
     namespace must exist and be the tool's own (``ensure_namespace``).
     """
     if size < 1:
@@ -343,155 +433,73 @@ def run_round(
     gen = generator or Generator()
     wopts = watch_options or WatchOptions()
     clock = time.monotonic
-    pre = Laps(BEFORE, clock)
-    entered = pre.start
-    check_owned(cluster, namespace)
-    round_tag = secrets.token_hex(5)
-    selector = round_selector(round_tag)
-    pods = render_batch(
-        workload,
-        size=size,
-        namespace=namespace,
+    prep = _prepare(
+        cluster,
         node_name=node_name,
+        namespace=namespace,
+        size=size,
         run_id=run_id,
-        round_tag=round_tag,
+        workload=workload,
+        sandbox_count=sandbox_count,
+        scrape_metrics=scrape_metrics,
+        clock=clock,
     )
-    names = [p.name for p in pods]
-    pre.lap("setup")
-    baseline = sandbox_count() if sandbox_count is not None else None
-    pre.lap("sandbox_baseline")
-    notes: list[str] = []
-    before = None
-    if scrape_metrics:
-        try:
-            before = _scrape(cluster, node_name)
-        except (AbtestError, ValueError) as exc:
-            notes.append(f"kubelet metrics before the round: {exc}")
-    pre.lap("metrics_before")
-
-    tracker = PodTracker(names)
+    tracker = PodTracker(prep.names)
     watch = PodWatch(
         cluster,
         namespace,
-        selector,
+        prep.selector,
         tracker.observe,
         server_timeout_s=wopts.server_timeout_s,
         clock=clock,
         start_resource_version=wopts.start_resource_version,
         on_failure=tracker.abort,
     )
-    say(f"round {round_tag}: {size} pods -> {node_name} ({namespace})")
+    say(f"round {prep.round_tag}: {size} pods -> {node_name} ({namespace})")
     try:
-        watch.start()
-        pre.lap("watch_open")
-        try:
-            wall0, mono0 = clock_anchor(clock)
-            deadline = clock() + gen.timeout_s
-            sub = submit(
-                cluster,
-                namespace,
-                pods,
-                qps=gen.qps,
-                concurrency=gen.concurrency,
-                deadline=deadline,
-                selector=selector,
-                clock=clock,
-            )
-            t0 = sub.first_sent if sub.first_sent is not None else mono0
-            pre.lap("first_create", at=t0)
-            deadline = t0 + gen.timeout_s
-            created = sum(1 for c in sub.creates if _created(c.status, c.attempts))
-            say(f"submitted {created}/{size} creates; waiting for Ready")
-            # Pods whose create failed can never be Ready: wait for the created ones only.
-            reached = tracker.wait_all_ready(deadline, clock, target=created)
-            all_ready = reached and created == size
-            if all_ready:
-                last = tracker.last_ready or clock()
-                while (left := last + gen.observe_s - clock()) > 0 and not tracker.aborted:
-                    stopping.sleep(min(left, 0.5))  # a signal ends the round here
-            timed_out = not reached
-        finally:
-            # the gap after the round starts here: observation over (or given up)
-            post = Laps(AFTER, clock)
-            tracker.freeze()
-            watch.stop()
-            post.lap("watch_stop")
+        waited = _submit_and_wait(
+            cluster,
+            prep,
+            namespace=namespace,
+            gen=gen,
+            tracker=tracker,
+            watch=watch,
+            clock=clock,
+            say=say,
+        )
         if watch.error is not None:
             # the watch gave up (e.g. 410 Gone again and again): nothing it did not see can be
             # judged, so the round is not recorded; its pods are cleaned up below
             raise watch.error
-        seen = tracker.snapshot()
-        say("collecting events and metrics")
-        events = _events(list_pod_events(cluster, namespace, set(names)))
-        post.lap("events")
-        deltas: list[MetricDelta] = []
-        if before is not None:
-            try:
-                deltas = metrics.deltas(before, _scrape(cluster, node_name))
-            except (AbtestError, ValueError) as exc:
-                notes.append(f"kubelet metrics after the round: {exc}")
-        post.lap("metrics_after")
-        records = _pod_records(names, sub, seen, t0)
-        summary = summarize(records, size)
-        verdict = judge(records, size, timed_out=timed_out, timeout_s=gen.timeout_s)
-        if verify is not None and (problem := verify(round_tag)):
-            verdict = replace(verdict, accepted=False, reasons=(*verdict.reasons, problem))
-        say("cleaning up")
-        post.lap("judge")
-        cleaned_up = cleanup(
+        got = collect(
             cluster,
-            namespace,
-            selector,
+            node_name=node_name,
+            namespace=namespace,
+            names=prep.names,
+            sub=waited.sub,
+            seen=tracker.snapshot(),
+            t0=waited.t0,
+            metrics_before=prep.before,
+            timed_out=waited.timed_out,
+            timeout_s=gen.timeout_s,
+            laps=waited.post,
+            notes=prep.notes,
+            say=say,
+            verify=None if verify is None else (lambda: verify(prep.round_tag)),
+        )
+        cleaned_up = _clean_up(
+            cluster,
+            prep,
+            namespace=namespace,
             sandbox_count=sandbox_count,
-            sandbox_baseline=baseline,
             timeout_s=cleanup_timeout_s,
             clock=clock,
             reap_sandboxes=reap_sandboxes,
+            clean_sandboxes=clean_sandboxes,
+            say=say,
         )
     except BaseException as exc:
         # an error ended the round early: still take its pods away, then let it propagate
-        _cleanup_after_error(exc, cluster, namespace, selector, cleanup_timeout_s)
+        _cleanup_after_error(exc, cluster, namespace, prep.selector, cleanup_timeout_s)
         raise
-    if cleaned_up.note:
-        notes.append(cleaned_up.note)
-    elif reaped := cleaned_up.reap_note():
-        notes.append(reaped)
-    if watch.restarts or watch.relists:
-        notes.append(
-            f"pod watch re-opened {watch.restarts}x, re-listed {watch.relists}x "
-            f"(last: {watch.last_error})"
-        )
-    return RoundResult(
-        node_name=node_name,
-        namespace=namespace,
-        size=size,
-        round_tag=round_tag,
-        started_wall=wall0 + (t0 - mono0),
-        accepted=verdict.accepted,
-        reason=verdict.reason,
-        summary=summary,
-        pods=records,
-        events=events,
-        metric_deltas=deltas,
-        sandbox_failures=sum(e.count for e in events if e.reason == SANDBOX_FAILURE),
-        timed_out=timed_out,
-        watch_restarts=watch.restarts,
-        watch_relisted=watch.relists,
-        client_cpu_s=sub.thread_cpu_s,
-        process_cpu_s=sub.process_cpu_s,
-        cleanup_s=cleaned_up.seconds,
-        cleanup_api_s=cleaned_up.api_s,
-        cleanup_ok=cleaned_up.ok,
-        cleanup_note=cleaned_up.note,
-        sandbox_baseline=baseline,
-        sandbox_after=cleaned_up.sandbox_count,
-        qps=gen.qps,
-        concurrency=gen.concurrency,
-        timeout_s=gen.timeout_s,
-        observe_s=gen.observe_s,
-        workload=asdict(workload),
-        notes=notes,
-        gap_parts=[*pre.parts, *post.parts, *cleaned_up.parts],
-        entered_mono=entered,
-        returned_mono=clock(),
-    )
+    return _result(prep, waited, got, cleaned_up, watch, node_name, namespace, gen, workload)

@@ -83,6 +83,8 @@ class NodeAccess(Protocol):
 
     def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None: ...
 
+    def clean_round_sandboxes(self, namespace: str, round_tag: str) -> int: ...
+
 
 class NodeKit(Protocol):
     """Everything a sweep reaches a node and its API server through."""
@@ -138,6 +140,7 @@ class NodeKit(Protocol):
         generator: Generator,
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
+        clean_sandboxes: Callable[[str], int] | None = None,
         verify: Callable[[str], str | None] | None = None,
     ) -> RoundResult: ...
 
@@ -240,6 +243,7 @@ class RealNodes:
         generator: Generator,
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
+        clean_sandboxes: Callable[[str], int] | None = None,
         verify: Callable[[str], str | None] | None = None,
     ) -> RoundResult:
         return run_round(
@@ -252,5 +256,6 @@ class RealNodes:
             generator=generator,
             sandbox_count=sandbox_count,
             reap_sandboxes=reap_sandboxes,
+            clean_sandboxes=clean_sandboxes,
             verify=verify,
         )

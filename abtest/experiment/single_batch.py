@@ -145,6 +145,7 @@ def run_single_batch(
                 generator=generator,
                 sandbox_count=node.sandbox_count,
                 reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
+                clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
                 say=say,
             )
         round_id = record_round(store, run_id, result)

@@ -338,6 +338,7 @@ class NodeSweep:
                 generator=pb.generator,
                 sandbox_count=session.sandbox_count,
                 reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
+                clean_sandboxes=lambda tag: session.clean_round_sandboxes(pb.namespace, tag),
                 **check,
             )
             record_round(

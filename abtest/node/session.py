@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
-from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
+from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.closing import Closing
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
@@ -28,6 +29,9 @@ SANDBOX_ID_RE = re.compile(r"[0-9a-f]{12,64}")
 #: the label the kubelet puts on every sandbox: the pod's namespace, exactly
 NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
 STOPPED_STATE = "SANDBOX_NOTREADY"
+READY_STATE = "SANDBOX_READY"
+#: a round's label value (``secrets.token_hex``): nothing a shell would read as syntax
+ROUND_TAG_RE = re.compile(r"[a-z0-9]{1,63}")
 _JSON_LISTING = "crictl pods --state notready -o json"
 
 
@@ -44,15 +48,14 @@ def _sandbox_fields(item: Any) -> tuple[str, str, dict[str, Any], dict[str, Any]
     )
 
 
-def select_stopped_sandboxes(output: str, namespace: str, *, where: str) -> list[str]:
-    """The ids, from ``crictl pods -o json`` output, of the sandboxes that are stopped, in
-    exactly ``namespace`` and carry the tool's pod label (the kubelet copies pod labels onto
-    the sandbox). Everything else in the listing is left alone, whatever filter produced it."""
+def _listing_items(output: str, *, where: str, what: str) -> list[Any]:
+    """The ``items`` of a ``crictl pods -o json`` listing (a UserError naming the profile's
+    command when it printed something else)."""
     try:
         data = json.loads(output) if output.strip() else {"items": []}
     except json.JSONDecodeError:
         raise UserError(
-            "the stopped-sandbox listing did not print JSON "
+            f"the {what} listing did not print JSON "
             f"(starts {output.strip()[:80]!r}); abtest checks each sandbox's labels itself",
             where,
             f"use `{_JSON_LISTING}` (optionally with --label filters), "
@@ -61,25 +64,67 @@ def select_stopped_sandboxes(output: str, namespace: str, *, where: str) -> list
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise UserError(
-            "the stopped-sandbox listing is JSON without an `items` list",
+            f"the {what} listing is JSON without an `items` list",
             where,
             f"use `{_JSON_LISTING}`",
         )
+    return items
+
+
+def _checked_id(sandbox: str, where: str) -> str:
+    if not SANDBOX_ID_RE.fullmatch(sandbox):
+        raise NodeError(f"unexpected sandbox id {sandbox!r} in the listing ({where})")
+    return sandbox
+
+
+def _ours(labels: dict[str, Any], meta: dict[str, Any], namespace: str) -> bool:
+    """Exactly ``namespace`` (the kubelet's label and the sandbox metadata agree) and the
+    tool's pod label (the kubelet copies pod labels onto the sandbox)."""
+    return (
+        labels.get(NAMESPACE_LABEL) == namespace
+        and meta.get("namespace", namespace) == namespace
+        and labels.get(MANAGED_BY_KEY) == MANAGED_BY
+    )
+
+
+def select_stopped_sandboxes(output: str, namespace: str, *, where: str) -> list[str]:
+    """The ids, from ``crictl pods -o json`` output, of the sandboxes that are stopped, in
+    exactly ``namespace`` and carry the tool's pod label (the kubelet copies pod labels onto
+    the sandbox). Everything else in the listing is left alone, whatever filter produced it."""
     ids = []
-    for item in items:
+    for item in _listing_items(output, where=where, what="stopped-sandbox"):
         sandbox, state, labels, meta = _sandbox_fields(item)
-        ours = (
-            state == STOPPED_STATE
-            and labels.get(NAMESPACE_LABEL) == namespace
-            and meta.get("namespace", namespace) == namespace
-            and labels.get(MANAGED_BY_KEY) == MANAGED_BY
-        )
-        if not ours:
-            continue
-        if not SANDBOX_ID_RE.fullmatch(sandbox):
-            raise NodeError(f"unexpected sandbox id {sandbox!r} in the listing ({where})")
-        ids.append(sandbox)
+        if state == STOPPED_STATE and _ours(labels, meta, namespace):
+            ids.append(_checked_id(sandbox, where))
     return ids
+
+
+@dataclass(frozen=True)
+class RoundSandboxes:
+    """One round's sandboxes on the node, by state (ids checked to be hex)."""
+
+    ready: tuple[str, ...]
+    stopped: tuple[str, ...]
+
+
+def select_round_sandboxes(
+    output: str, namespace: str, round_tag: str, *, where: str
+) -> RoundSandboxes:
+    """The sandboxes, from ``crictl pods -o json`` output, of exactly one round of the tool's
+    pods: exact namespace, the tool's pod label and the round's own label value. Anything
+    else in the listing (another namespace, another round, a pod the tool did not label) is
+    left alone, whatever filter produced the listing."""
+    ready: list[str] = []
+    stopped: list[str] = []
+    for item in _listing_items(output, where=where, what="round-sandbox"):
+        sandbox, state, labels, meta = _sandbox_fields(item)
+        if not (_ours(labels, meta, namespace) and labels.get(ROUND_LABEL) == round_tag):
+            continue
+        if state == READY_STATE:
+            ready.append(_checked_id(sandbox, where))
+        elif state == STOPPED_STATE:
+            stopped.append(_checked_id(sandbox, where))
+    return RoundSandboxes(tuple(ready), tuple(stopped))
 
 
 # What `crictl rmp` says when the kubelet removed (or is removing) the same container or
@@ -163,9 +208,66 @@ class NodeSession(Closing):
         ids = select_stopped_sandboxes(
             res.stdout, namespace, where=f"{self.profile.source}: commands.stopped_sandboxes"
         )
+        return self._remove(remove, ids, f"stopped pod sandboxes of namespace {namespace}")
+
+    def clean_round_sandboxes(self, namespace: str, round_tag: str) -> int:
+        """Stop the sandboxes of one round's pods ourselves, then remove them; returns how
+        many were removed. Call it only once the round's pods are gone from the API (a
+        sandbox stopped under a pod the kubelet still runs is started again).
+
+        Why: the kubelet gives every container at least 2 s after SIGTERM, and the reference
+        workload (``sleep`` as PID 1) ignores SIGTERM, so every deleted pod waits out that
+        grace before its sandbox stops. The runtime's StopPodSandbox kills the containers at
+        once. Only sandboxes whose labels are checked here (exact namespace, the tool's pod
+        label, this round's label) are stopped or removed, and nothing is removed in a pass
+        whose stop did not complete: removal waits until all of the round's listed
+        sandboxes are stopped. Without the profile's ``round_sandboxes`` and
+        ``sandbox_stop`` commands this is :meth:`remove_stopped_sandboxes` (the kubelet's
+        own stop, then ours removes)."""
+        listing, stop, remove = (
+            self.profile.round_sandboxes_command,
+            self.profile.sandbox_stop_command,
+            self.profile.sandbox_remove_command,
+        )
+        if not (listing and stop and remove):
+            return self.remove_stopped_sandboxes(namespace)
+        if not NAMESPACE_RE.fullmatch(namespace):
+            raise UserError(f"invalid namespace {namespace!r}", "cleanup")
+        if not ROUND_TAG_RE.fullmatch(round_tag):
+            raise NodeError(f"invalid round tag {round_tag!r}: not a label value abtest makes")
+        command = listing.replace("{namespace}", shlex.quote(namespace)).replace(
+            "{round}", shlex.quote(round_tag)
+        )
+        res = self.profile_command(command, timeout=30)
+        res.check(f"listing the round's sandboxes ({listing!r})")
+        found = select_round_sandboxes(
+            res.stdout,
+            namespace,
+            round_tag,
+            where=f"{self.profile.source}: commands.round_sandboxes",
+        )
+        if found.ready:
+            res = self.profile_command(
+                stop.replace("{ids}", " ".join(shlex.quote(i) for i in found.ready)), timeout=60
+            )
+            if not res.ok:
+                if only_removal_races(res.stderr):
+                    # the kubelet stopped or removed one at the same moment, or the runtime
+                    # was slow: some may still run, so nothing is removed in this pass; the
+                    # caller's next poll lists again
+                    return 0
+                res.check(
+                    f"stopping {len(found.ready)} pod sandboxes of round {round_tag} "
+                    f"in namespace {namespace} ({stop!r})"
+                )
+        ids = [*found.ready, *found.stopped]
+        return self._remove(remove, ids, f"pod sandboxes of round {round_tag} in {namespace}")
+
+    def _remove(self, template: str, ids: list[str], what: str) -> int:
+        """Remove checked, stopped sandboxes by id; how many crictl removed."""
         if not ids:
             return 0
-        command = remove.replace("{ids}", " ".join(shlex.quote(i) for i in ids))
+        command = template.replace("{ids}", " ".join(shlex.quote(i) for i in ids))
         res = self.profile_command(command, timeout=60)
         if not res.ok and only_removal_races(res.stderr):
             # the kubelet removes a deleted pod's containers itself, at the same moment: what
@@ -173,9 +275,7 @@ class NodeSession(Closing):
             # sandbox that is in fact still there is seen, never assumed gone; what crictl
             # reports removed is what is returned.
             return len(_REMOVED.findall(res.stdout))
-        res.check(
-            f"removing {len(ids)} stopped pod sandboxes of namespace {namespace} ({remove!r})"
-        )
+        res.check(f"removing {len(ids)} {what} ({template!r})")
         return len(ids)
 
     def runtime_handlers(self) -> frozenset[str] | None:
