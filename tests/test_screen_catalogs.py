@@ -3,6 +3,12 @@ gates/lab-reference.yaml with playbooks/lab-reference.yaml (the reference method
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from abtest.catalog import load_catalog
 from abtest.experiment.design import build_arms, resolution, screen_matrix
 from abtest.playbook import load_playbook
@@ -64,3 +70,19 @@ def test_lab_reference_is_the_reference_method_runtime_x_settings() -> None:
     arms = {a.name: a for a in build_arms(cat.factors, pb.design)}
     assert set(arms) == {"baseline", "+crun", "+speedups", "combined"}
     assert arms["baseline"].runtime_class == "runc" and arms["combined"].runtime_class == "crun"
+
+
+def test_plan_of_the_screen_states_its_fraction_and_aliasing(tmp_path: Path) -> None:
+    env = {**os.environ, "ABTEST_DB": str(tmp_path / "none.sqlite")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "abtest", "plan", "--playbook", "lab-screen", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["design"] == "screen" and len(data["factors"]) == 11
+    assert data["schedule"]["measured_rounds"] == 32  # 16 arms x 2 blocks x one size
+    assert "2^(11-7) res III" in data["design_note"]
+    assert "aliased with two-factor interactions" in data["design_note"]
