@@ -124,6 +124,7 @@ COMMANDS = {
     "gates.py": "gates",
     "analyze.py": "analyze",
     "batch.py": "batch",
+    "plan.py": "plan",
 }
 
 
@@ -249,3 +250,24 @@ def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) 
     with pytest.raises(UserError, match="nothing to sweep"):
         sweep_gates(GatesRequest(db=tmp_path / "none.sqlite"), print)
     assert not (tmp_path / "none.sqlite").exists()  # refused before a database is made
+
+
+def test_a_program_plans_as_the_cli_plans_and_gets_the_same_json(tmp_path: Path) -> None:
+    """``plan_sweep(...).to_dict()`` is what ``abtest plan --json`` prints (no results
+    database: the stated default noise on both sides)."""
+    import json
+    import subprocess
+    import sys
+
+    from abtest.experiment.plan import PlanOptions
+    from abtest.experiment.planning import plan_sweep
+
+    db = tmp_path / "none.db"
+    out = subprocess.run(
+        [sys.executable, "-m", "abtest", "plan", "--playbook", "lab-reference", "--json",
+         "--detect", "10%", "--db", str(db)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    report = plan_sweep(PlanOptions(playbook="lab-reference"), db=db, detect="10%")
+    assert json.loads(out.stdout) == json.loads(json.dumps(report.to_dict()))
+    assert report.to_dict()["kubelet_restarts"] == report.restarts

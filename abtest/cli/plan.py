@@ -11,17 +11,8 @@ import typer
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.domain import Arm, show_scalar
-from abtest.experiment.design import design_description
-from abtest.experiment.history import node_history, noise_history
-from abtest.experiment.plan import (
-    PowerRow,
-    build_plan,
-    node_estimates,
-    parse_percent,
-    power_plan,
-    restart_count,
-)
-from abtest.store.db import Store
+from abtest.experiment.plan import PowerRow
+from abtest.experiment.planning import PlanReport, plan_sweep
 
 
 def plan(
@@ -54,64 +45,41 @@ def plan(
 ) -> None:
     """Print the arms, the block schedule, kubelet restarts, an estimated duration and the
     smallest change each comparison can detect. Nothing is touched."""
-    opts = o.plan_options(
-        playbook=playbook,
-        profile=profile,
-        catalog=catalog,
-        names=names,
-        design=design,
-        attribution=attribution,
-        rounds=rounds,
-        sizes=sizes,
-        seed=seed,
-        qps=qps,
-        concurrency=concurrency,
-        namespace=namespace,
+    report = plan_sweep(
+        o.plan_options(
+            playbook=playbook,
+            profile=profile,
+            catalog=catalog,
+            names=names,
+            design=design,
+            attribution=attribution,
+            rounds=rounds,
+            sizes=sizes,
+            seed=seed,
+            qps=qps,
+            concurrency=concurrency,
+            namespace=namespace,
+        ),
+        db=db,
+        confidence=confidence,
+        detect=detect,
     )
-    p = build_plan(opts)
-    detect_pct = parse_percent(detect, "--detect") if detect is not None else None
-    histories = {}
-    rounds_before = None
-    if db is not None or Store.exists():
-        with Store(db) as store:
-            for prof in p.profiles:
-                histories[prof.node_name] = node_history(store, prof.node_name, p.schedule.sizes)
-            rounds_before = noise_history(store, p.profiles[0].node_name, p.schedule.sizes)
-    # every node runs the same schedule at the same time: the wall time is the slowest node's
-    per_node = node_estimates(p, histories)
-    p_est = max((e for _, e in per_node), key=lambda e: e.seconds)
-    power = power_plan(p, rounds_before, confidence=confidence, detect_pct=detect_pct)
     if json_out:
-        data = p.to_dict()
-        data["power"] = [_power_json(r, confidence) for r in power]
-        data["design_note"] = design_description(p.design, len(p.factors))
-        data["estimate"] = {
-            "seconds": round(p_est.seconds, 1),
-            "restart_s": p_est.restart_s,
-            "cleanup_s": p_est.cleanup_s,
-            "batch_s_by_size": p_est.batch_s_by_size,
-            "source": p_est.source,
-        }
-        data["per_node"] = [
-            {
-                "node": node,
-                "visits": len(p.schedule.visits),
-                "kubelet_restarts": restart_count(p),
-                "measured_rounds": p.schedule.measured_rounds,
-                "seconds": round(e.seconds, 1),
-                "source": e.source,
-            }
-            for node, e in per_node
-        ]
-        print_json(data)
+        print_json(report.to_dict())
         return
+    _print_plan(report)
+    _print_power(list(report.power), confidence)
+
+
+def _print_plan(report: PlanReport) -> None:
+    p = report.plan
     print_table(
         f"arms ({p.design}, catalog {p.catalog.name})",
         ["arm", "settings"],
         [(a.name, _arm_settings(a)) for a in p.arms],
     )
-    if note := design_description(p.design, len(p.factors)):
-        console.print(note)
+    if report.design_note:
+        console.print(report.design_note)
     rows = []
     for v in p.schedule.visits:
         warm = " (+warm-up)" if v.warmup else ""
@@ -121,31 +89,31 @@ def plan(
     if fleet:
         title += f": the same schedule on each of {len(p.profiles)} nodes, concurrently"
     print_table(title, ["block", "visit", "arm", "sizes"], rows)
-    minutes = p_est.seconds / 60
-    nodes = ", ".join(x.node_name for x in p.profiles)
+    restarts = report.restarts
     if fleet:
         print_table(
             "per node",
             ["node", "visits", "kubelet restarts", "measured rounds", "estimated min", "from"],
             [
-                (node, len(p.schedule.visits), restart_count(p), p.schedule.measured_rounds,
-                 f"{e.seconds / 60:.0f}", e.source)
-                for node, e in per_node
+                (n.node, len(p.schedule.visits), restarts, p.schedule.measured_rounds,
+                 f"{n.estimate.seconds / 60:.0f}", n.estimate.source)
+                for n in report.per_node
             ],
         )  # fmt: skip
+    est = report.slowest
+    nodes = ", ".join(x.node_name for x in p.profiles)
     console.print(
-        f"{len(p.schedule.visits)} visits, {restart_count(p)} kubelet restarts"
+        f"{len(p.schedule.visits)} visits, {restarts} kubelet restarts"
         + (
             " (a visit whose kubelet settings equal the visit's before it needs none), "
-            if restart_count(p) < len(p.schedule.visits)
+            if restarts < len(p.schedule.visits)
             else ", "
         )
         + f"{p.schedule.measured_rounds} measured rounds on {nodes}"
         + (" (each)" if fleet else "")
-        + f"; estimated {minutes:.0f} min ({p_est.source})"
+        + f"; estimated {est.seconds / 60:.0f} min ({est.source})"
         + ("; wall time one node's: the nodes run at the same time" if fleet else "")
     )
-    _print_power(power, confidence)
 
 
 def _arm_settings(arm: Arm) -> str:
@@ -153,22 +121,6 @@ def _arm_settings(arm: Arm) -> str:
     parts = [f"{k}={show_scalar(v)}" for k, v in arm.settings]
     parts += [f"{k}={v}" for k, v in arm.pod_dict().items()]
     return ", ".join(parts)
-
-
-def _power_json(r: PowerRow, confidence: float) -> dict[str, object]:
-    return {
-        "metric": r.metric,
-        "size": r.size,
-        "blocks": r.blocks,
-        "confidence": confidence,
-        "power": 0.8,
-        "mde_pct": round(r.mde_pct, 2),
-        "detect_pct": r.detect_pct,
-        "blocks_needed": r.blocks_needed,
-        "sd_log_diff": round(r.noise.sd_log_diff, 5),
-        "noise_df": r.noise.df,
-        "noise_source": r.noise.source,
-    }
 
 
 def _print_power(rows: list[PowerRow], confidence: float) -> None:
