@@ -16,7 +16,8 @@ backup, marker, temp file or lock, the kubelet running the original config).
 Scripted faults: ``ignores`` (paths the kubelet silently does not take: they stay at their
 default, so a setting is "not in effect"), ``flags`` (kubelet command-line flags, which win
 over the file), a binary that exits non-zero (a candidate that does not start), a gate the
-kubelet does not know (it refuses to start, as the real one does).
+kubelet does not know (it refuses to start, as the real one does), and ``fail_when``: any
+command on the node failing unrun (a full disk under one of the remote scripts).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import shlex
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,6 +95,7 @@ class FakeHost:
         self.calls: list[str] = []
         self.expected: list[str] = []
         self.failing: dict[str, int] = {}  # command -> how many of its next runs fail
+        self.failing_when: list[tuple[Callable[[list[str]], bool], str]] = []
         self.running = False
         self.running_config: dict[str, Any] = {}
         self.running_gates: dict[str, bool] = {}
@@ -110,6 +113,11 @@ class FakeHost:
     def fail(self, command: str, times: int = 1) -> FakeHost:
         """The next ``times`` runs of ``command`` (restart, status, healthz, pid) fail."""
         self.failing[command] = times
+        return self
+
+    def fail_when(self, matches: Callable[[list[str]], bool], stderr: str) -> FakeHost:
+        """Every command whose argv ``matches`` fails unrun, saying ``stderr``."""
+        self.failing_when.append((matches, stderr))
         return self
 
     def verify(self) -> None:
@@ -170,6 +178,9 @@ class FakeHost:
     def answer(self, argv: list[str]) -> Result | None:
         """The commands the fake answers itself (None: run it for real on this machine)."""
         line = shlex.join(argv)
+        for matches, stderr in self.failing_when:
+            if matches(argv):
+                return Result(line, 1, "", stderr)
         if argv[:2] == ["sh", "-c"] and argv[2].startswith("fake-kubelet "):
             what = argv[2].split()[1]
             if not self._record(what):

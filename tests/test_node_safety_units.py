@@ -1,36 +1,27 @@
-"""Node config and binary safety (issue 11 items 3, 4, 6) with a scripted local "node".
+"""Node config and binary safety (issue 11 items 3, 4, 6) on the scripted fake node.
 
-The fake node is this machine: :class:`LocalConn` stands in for the SSH connection and runs
-the real remote scripts (atomic write, copy, lock, markers) with ``subprocess`` on files in
-``tmp_path``. Only the cluster side is faked: the restart "command" runs the kubelet
-"binary" (a shell script) and a non-zero exit is a failed health check. ``fail_if`` scripts
-a failing command (a full disk) to test the order of writes.
+The node is :class:`~fake_host.FakeHost` (tests/fake_host.py): the controller's real remote
+scripts (atomic write, copy, lock, markers) run with ``subprocess`` on files in ``tmp_path``;
+only the kubelet and the API server are scripted, and a restart runs the kubelet "binary" (a
+shell script) on the config as written. ``host.fail_when`` scripts a failing command (a full
+disk) to test the order of writes.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
+from fake_host import FakeConn, FakeHost
 
 from abtest.errors import NodeError, UserError
 from abtest.node import control
 from abtest.node import remote_files as rf
-from abtest.node import session as session_mod
 from abtest.node.binary import KubeletBinary
-from abtest.node.control import NodeController
-from abtest.node.health import Expectation, HealthFailed, HealthReport
 from abtest.node.records import RolledBack
 from abtest.node.remote_files import ChangedUnderUs
-from abtest.node.ssh import FileStat, Result
-from abtest.playbook import NodeProfile, SSHTarget, load_profile
+from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import ABANDONED, CHANGED, RESTORED, Journal
 
@@ -41,103 +32,19 @@ kubeAPIQPS: 50
 """
 GOOD_KUBELET = b"#!/bin/sh\n# the original kubelet\nexit 0\n"
 BAD_KUBELET = b"#!/bin/sh\necho 'unrecognized flag: this build will not start' >&2\nexit 1\n"
-
-FailIf = Callable[[list[str]], bool]
-
-
-class LocalConn:
-    """The SSH connection's interface, on this machine (no sudo: tests run as the owner)."""
-
-    fail_if: FailIf | None = None  # scripted failure: matching commands "fail" unrun
-
-    def __init__(self, target: Any = None, **_: Any) -> None:
-        self.endpoint = SimpleNamespace(alias="fake-node", describe=lambda: "fake-node")
-        self.commands: list[list[str]] = []
-
-    def run(
-        self,
-        argv: list[str],
-        *,
-        sudo: bool = False,
-        timeout: float = 60,
-        stdin: bytes | None = None,
-    ) -> Result:
-        self.commands.append(argv)
-        if LocalConn.fail_if is not None and LocalConn.fail_if(argv):
-            return Result(shlex.join(argv), 1, "", "No space left on device")
-        proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
-        out = proc.stdout.decode("utf-8", "replace")
-        return Result(shlex.join(argv), proc.returncode, out, proc.stderr.decode(), proc.stdout)
-
-    def run_shell(self, command: str, **kw: Any) -> Result:
-        return self.run(["sh", "-c", command], **kw)
-
-    def read_bytes(self, path: str, *, sudo: bool = False) -> bytes:
-        try:
-            return Path(path).read_bytes()
-        except FileNotFoundError:
-            raise NodeError(f"fake-node:{path}: no such file") from None
-
-    def write_bytes(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
-        Path(path).write_bytes(data)
-        os.chmod(path, mode)
-
-    def stat(self, path: str) -> FileStat | None:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        return FileStat(st.st_size, st.st_mode & 0o7777, st.st_uid, st.st_gid)
-
-    def reconnect(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+NO_SPACE = "No space left on device"
 
 
 @pytest.fixture()
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> NodeProfile:
-    """A profile whose kubelet config, binary and lock live in ``tmp_path/node``."""
-    root = tmp_path / "node"
-    (root / "bin").mkdir(parents=True)
-    config = root / "config.yaml"
-    config.write_bytes(CONFIG)
-    binary = root / "bin" / "kubelet"
-    binary.write_bytes(GOOD_KUBELET)
-    binary.chmod(0o750)
-    monkeypatch.setattr(session_mod, "Connection", LocalConn)
-    monkeypatch.setattr(control, "connect", lambda *a, **k: None)
-    monkeypatch.setattr(LocalConn, "fail_if", None)
+def host(tmp_path: Path) -> FakeHost:
+    """The node: kubelet config, binary and lock in ``tmp_path/node``."""
+    return FakeHost(tmp_path / "node", config=CONFIG)
 
-    def running_view(self: NodeController) -> tuple[dict[str, Any], dict[str, bool]]:
-        return {"kubeAPIQPS": 50}, {}
 
-    def restart_and_wait(
-        self: NodeController, expectations: list[Expectation], config_text: str
-    ) -> tuple[HealthReport, float]:
-        # the "kubelet" is the binary at the profile's path: it starts or it does not
-        res = self.session.profile_command(self.profile.restart_command)
-        if not res.ok:
-            raise HealthFailed("healthz", "the kubelet is not running", HealthReport())
-        return HealthReport(), 0.0
-
-    monkeypatch.setattr(NodeController, "running_view", running_view)
-    monkeypatch.setattr(NodeController, "restart_and_wait", restart_and_wait)
-    # no kubelet process runs here to read flags and drop-ins from (that check is tested in
-    # tests/test_kubelet_sources_*.py)
-    monkeypatch.setattr(control.ks, "refuse_overridden", lambda *a, **k: None)
-    lab = load_profile("lab")
-    return replace(
-        lab,
-        ssh=SSHTarget("fake-node", None, None, None, False, None, None),
-        sudo=False,
-        kubelet_config_path=str(config),
-        kubelet_binary_path=str(binary),
-        restart_command=f"sh {binary}",
-        log_command=None,
-        lock_path=str(root / "node.lock"),
-    )
+@pytest.fixture()
+def node(host: FakeHost) -> NodeProfile:
+    """The profile pointed at the fake host."""
+    return host.profile()
 
 
 def _files(profile: NodeProfile) -> set[str]:
@@ -155,15 +62,15 @@ def _left_as_found(profile: NodeProfile) -> None:
 
 @pytest.mark.parametrize("failing", [control.BACKUP_SUFFIX, control.BACKUP_SUFFIX + ".marker"])
 def test_a_backup_write_that_fails_leaves_no_pending_entry_and_no_lock(
-    node: NodeProfile, store: Store, failing: str
+    host: FakeHost, node: NodeProfile, store: Store, failing: str
 ) -> None:
     target = node.kubelet_config_path + failing
 
     def disk_full(argv: list[str]) -> bool:
         return "abtest-write" in argv and argv[argv.index("abtest-write") + 3] == target
 
-    LocalConn.fail_if = disk_full
-    with NodeController(node, store) as ctl, pytest.raises(NodeError, match="No space left"):
+    host.fail_when(disk_full, NO_SPACE)
+    with host.controller(store) as ctl, pytest.raises(NodeError, match="No space left"):
         ctl.apply({"kubeAPIQPS": 25})
     assert Journal(store).pending(node.node_name) is None
     [entry] = Journal(store).history(node.node_name)
@@ -172,15 +79,17 @@ def test_a_backup_write_that_fails_leaves_no_pending_entry_and_no_lock(
     _left_as_found(node)
 
 
-def test_a_binary_backup_that_fails_leaves_nothing_behind(node: NodeProfile, store: Store) -> None:
+def test_a_binary_backup_that_fails_leaves_nothing_behind(
+    host: FakeHost, node: NodeProfile, store: Store
+) -> None:
     candidate = Path(node.kubelet_binary_path).with_name("kubelet-rc1")
     candidate.write_bytes(BAD_KUBELET)
 
     def disk_full(argv: list[str]) -> bool:
         return "abtest-write" in argv and node.kubelet_binary_path + ".abtest-original" in argv
 
-    LocalConn.fail_if = disk_full
-    with NodeController(node, store) as ctl, pytest.raises(NodeError, match="No space left"):
+    host.fail_when(disk_full, NO_SPACE)
+    with host.controller(store) as ctl, pytest.raises(NodeError, match="No space left"):
         ctl.install_kubelet_binary(str(candidate))
     candidate.unlink()
     assert Journal(store).pending(node.node_name, kind="binary") is None
@@ -191,8 +100,10 @@ def test_a_binary_backup_that_fails_leaves_nothing_behind(node: NodeProfile, sto
 # --------------------------------------------------------------------------- item 3
 
 
-def test_the_write_checks_the_target_just_before_the_rename(node: NodeProfile) -> None:
-    conn = LocalConn()
+def test_the_write_checks_the_target_just_before_the_rename(
+    host: FakeHost, node: NodeProfile
+) -> None:
+    conn = FakeConn(host)
     path = node.kubelet_config_path
     with pytest.raises(ChangedUnderUs) as caught:
         rf.atomic_write(conn, path, b"new\n", sudo=False, expect_sha256=rf.sha256(b"other"))  # type: ignore[arg-type]
@@ -203,10 +114,12 @@ def test_the_write_checks_the_target_just_before_the_rename(node: NodeProfile) -
     assert Path(path).read_bytes() == b"new\n"
 
 
-def test_an_edit_between_arms_is_refused_and_left_as_found(node: NodeProfile, store: Store) -> None:
+def test_an_edit_between_arms_is_refused_and_left_as_found(
+    host: FakeHost, node: NodeProfile, store: Store
+) -> None:
     config = Path(node.kubelet_config_path)
     edited = CONFIG + b"maxPods: 7  # an operator's edit\n"
-    with NodeController(node, store) as ctl:
+    with host.controller(store) as ctl:
         ctl.apply({"kubeAPIQPS": 25})
         config.write_bytes(edited)
         with pytest.raises(ChangedUnderUs, match="changed under us"):
@@ -227,10 +140,10 @@ def test_an_edit_between_arms_is_refused_and_left_as_found(node: NodeProfile, st
 
 
 def test_restore_without_the_journal_checks_the_node_marker(
-    node: NodeProfile, store: Store, tmp_path: Path
+    host: FakeHost, node: NodeProfile, store: Store, tmp_path: Path
 ) -> None:
     config = Path(node.kubelet_config_path)
-    ctl = NodeController(node, store)
+    ctl = host.controller(store)
     with ctl:
         ctl.apply({"kubeAPIQPS": 25})
     applied_bytes = config.read_bytes()
@@ -243,7 +156,7 @@ def test_restore_without_the_journal_checks_the_node_marker(
     config.write_bytes(b"# newer config by someone else\n" + applied_bytes)
     edited = config.read_bytes()
     with Store(tmp_path / "fresh.sqlite") as fresh:
-        with NodeController(node, fresh) as again, pytest.raises(ChangedUnderUs):
+        with host.controller(fresh) as again, pytest.raises(ChangedUnderUs):
             again.restore()
         assert config.read_bytes() == edited
         [entry] = Journal(fresh).history(node.node_name)
@@ -251,30 +164,32 @@ def test_restore_without_the_journal_checks_the_node_marker(
         # the editor puts our bytes back: now the restore goes through, lock taken over by
         # the token in the marker (no --break-lock)
         config.write_bytes(applied_bytes)
-        with NodeController(node, fresh) as again:
+        with host.controller(fresh) as again:
             assert again.restore().restored
     assert config.read_bytes() == CONFIG
     _left_as_found(node)
 
 
 def test_an_old_backup_without_a_marker_is_not_restored_over_a_newer_config(
-    node: NodeProfile, store: Store, tmp_path: Path
+    host: FakeHost, node: NodeProfile, store: Store, tmp_path: Path
 ) -> None:
     config = Path(node.kubelet_config_path)
     backup = Path(node.kubelet_config_path + control.BACKUP_SUFFIX)
-    backup.write_bytes(b"# a very old original\n")
+    # a very old original: a config the kubelet runs (a restore restarts and verifies it)
+    old = b"# a very old original\n" + CONFIG.replace(b"kubeAPIQPS: 50", b"kubeAPIQPS: 40")
+    backup.write_bytes(old)
     # an apply (with a database that knows nothing) does not overwrite that backup
     with Store(tmp_path / "other.sqlite") as other:
-        with NodeController(node, other) as ctl, pytest.raises(UserError, match="node restore"):
+        with host.controller(other) as ctl, pytest.raises(UserError, match="node restore"):
             ctl.apply({"kubeAPIQPS": 25})
         assert Journal(other).history(node.node_name) == []
     assert not Path(node.lock_path).exists()
-    with NodeController(node, store) as ctl, pytest.raises(ChangedUnderUs, match="--force"):
+    with host.controller(store) as ctl, pytest.raises(ChangedUnderUs, match="--force"):
         ctl.restore()
     assert config.read_bytes() == CONFIG and backup.exists()
-    with NodeController(node, store) as ctl:
+    with host.controller(store) as ctl:
         assert ctl.restore(force=True).restored
-    assert config.read_bytes() == b"# a very old original\n"
+    assert config.read_bytes() == old
     config.write_bytes(CONFIG)
     _left_as_found(node)
 
@@ -283,7 +198,7 @@ def test_an_old_backup_without_a_marker_is_not_restored_over_a_newer_config(
 
 
 def test_binary_swap_keeps_owner_and_mode_and_restores_without_the_journal(
-    node: NodeProfile, store: Store, tmp_path: Path
+    host: FakeHost, node: NodeProfile, store: Store, tmp_path: Path
 ) -> None:
     binary = Path(node.kubelet_binary_path)
     if os.geteuid() == 0:
@@ -292,7 +207,7 @@ def test_binary_swap_keeps_owner_and_mode_and_restores_without_the_journal(
     candidate = tmp_path / "kubelet-rc1"
     candidate.write_bytes(GOOD_KUBELET + b"# rc1\n")
     candidate.chmod(0o644)
-    with NodeController(node, store) as ctl:
+    with host.controller(store) as ctl:
         sha = ctl.install_kubelet_binary(str(candidate))
     assert sha == rf.sha256(candidate.read_bytes()) == rf.sha256(binary.read_bytes())
     now = os.stat(binary)
@@ -302,7 +217,7 @@ def test_binary_swap_keeps_owner_and_mode_and_restores_without_the_journal(
     assert Path(node.lock_path).exists(), "a binary change in effect keeps the lock"
 
     with Store(tmp_path / "fresh.sqlite") as fresh:  # the controller's database is lost
-        with NodeController(node, fresh) as ctl:
+        with host.controller(fresh) as ctl:
             rec = ctl.restore()
         assert rec.restored and "binary" in rec.message
     assert binary.read_bytes() == GOOD_KUBELET
@@ -315,8 +230,8 @@ def test_binary_swap_keeps_owner_and_mode_and_restores_without_the_journal(
     _left_as_found(node)
 
 
-def test_a_failed_copy_leaves_no_temp_file(node: NodeProfile) -> None:
-    conn = LocalConn()
+def test_a_failed_copy_leaves_no_temp_file(host: FakeHost, node: NodeProfile) -> None:
+    conn = FakeConn(host)
     with pytest.raises(NodeError):
         rf.atomic_copy(  # chown fails after the copy into the temp file
             conn,  # type: ignore[arg-type]
@@ -331,11 +246,11 @@ def test_a_failed_copy_leaves_no_temp_file(node: NodeProfile) -> None:
 
 
 def test_a_candidate_that_will_not_start_rolls_back_the_binary_too(
-    node: NodeProfile, store: Store, tmp_path: Path
+    host: FakeHost, node: NodeProfile, store: Store, tmp_path: Path
 ) -> None:
     candidate = tmp_path / "kubelet-broken"
     candidate.write_bytes(BAD_KUBELET)
-    with NodeController(node, store) as ctl:
+    with host.controller(store) as ctl:
         ctl.install_kubelet_binary(str(candidate))
         with pytest.raises(RolledBack) as caught:
             ctl.apply({}, force_restart=True)
