@@ -15,6 +15,39 @@ Scalar = bool | int | float | str
 Settings = tuple[tuple[str, Scalar], ...]
 FactorValue = Scalar | Settings
 
+#: Designs a sweep runs whole; gates-all (baseline + singles + combined) and attribution (the
+#: same + leave-one-out) are shorthands.
+WHOLE_DESIGNS: tuple[str, ...] = ("gates-all", "attribution", "factorial", "screen")
+#: Arm sets that "+" joins into one design, e.g. "baseline+singles" (duplicate arms dropped).
+DESIGN_PARTS: tuple[str, ...] = (
+    "baseline",
+    "singles",
+    "combined",
+    "leave-one-out",
+    "factorial",
+    "screen",
+)
+
+
+def design_problem(design: str) -> str | None:
+    """Why ``design`` names no design, or None: the one check the playbook and the CLI share."""
+    if design in WHOLE_DESIGNS:
+        return None
+    unknown = [p.strip() for p in design.split("+") if p.strip() not in DESIGN_PARTS]
+    if unknown:
+        return f"unknown design {', '.join(map(repr, unknown))} in {design!r}"
+    return None
+
+
+def design_choices() -> str:
+    return (
+        "one of "
+        + ", ".join(WHOLE_DESIGNS)
+        + ", or parts joined by '+': "
+        + ", ".join(DESIGN_PARTS)
+    )
+
+
 #: Kinds that change what the pod carries, not the kubelet: no restart, rendered into the pod.
 POD_SPEC_KINDS = frozenset({"runtime_class", "pod_annotation"})
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from abtest import datafiles
+from abtest.domain import design_choices, design_problem
 from abtest.errors import ConfigError
 from abtest.margin import MARGIN_TODO, margin_problem
 from abtest.schema import Fields, load_yaml_mapping
 
-DESIGNS = ("gates-all", "attribution", "factorial", "screen", "baseline", "singles", "combined")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
@@ -154,8 +154,8 @@ def parse_playbook(path: Path) -> Playbook:
         }
     )
     design = top.text("design", default="gates-all")
-    if design not in DESIGNS:
-        raise top.error("design", f"unknown design {design!r}", f"use one of {', '.join(DESIGNS)}")
+    if problem := design_problem(design):
+        raise top.error("design", problem, "use " + design_choices())
     namespace = top.text("namespace", default="abtest")
     if not NAMESPACE.match(namespace):
         raise top.error("namespace", f"invalid namespace {namespace!r}", "use a DNS-1123 label")

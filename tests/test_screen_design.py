@@ -13,7 +13,7 @@ from test_report_model import SweepSpec, build_sweep
 
 from abtest import playbook
 from abtest.domain import Factor
-from abtest.errors import UserError
+from abtest.errors import ConfigError, UserError
 from abtest.experiment import design
 from abtest.experiment.design import (
     build_arms,
@@ -22,6 +22,7 @@ from abtest.experiment.design import (
     screen_fraction,
     screen_matrix,
 )
+from abtest.experiment.plan import arms_for
 from abtest.report import build_model, build_tables
 from abtest.stats import factorial_effects
 from abtest.store.db import Store
@@ -78,15 +79,28 @@ def test_screen_refuses_too_many_factors() -> None:
         screen_matrix(0)
 
 
-def test_playbook_and_design_lists_agree(tmp_path: Path) -> None:
-    # playbook designs are the design module's, plus the two sweep shorthands
-    assert set(playbook.DESIGNS) - {"gates-all", "attribution"} <= set(design.DESIGNS)
-    assert "screen" in playbook.DESIGNS
-    path = tmp_path / "screen.yaml"
-    path.write_text(
-        "playbook: s\ncatalog: lab\ndesign: screen\nsizes: [50]\nrounds: 2\nprofile: lab\n"
+def gates_for_test() -> tuple[Factor, ...]:
+    return tuple(
+        Factor(name=n, kind="feature_gate", on=True, off=False, summary=n)
+        for n in ("GateA", "GateB")
     )
-    assert playbook.parse_playbook(path).design == "screen"
+
+
+def test_playbook_takes_every_design_the_cli_takes(tmp_path: Path) -> None:
+    # one vocabulary (abtest.domain): whole designs, and parts joined by "+"
+    path = tmp_path / "p.yaml"
+    for name in ("screen", "gates-all", "attribution", "baseline+singles", "singles+leave-one-out"):
+        path.write_text(
+            f"playbook: s\ncatalog: lab\ndesign: {name}\nsizes: [50]\nrounds: 2\nprofile: lab\n"
+        )
+        assert playbook.parse_playbook(path).design == name
+        assert arms_for(gates_for_test(), name)  # the arm builder takes it too
+    path.write_text(
+        "playbook: s\ncatalog: lab\ndesign: baseline+halfnormal\nsizes: [50]\nrounds: 2\n"
+        "profile: lab\n"
+    )
+    with pytest.raises(ConfigError, match="'halfnormal'"):
+        playbook.parse_playbook(path)
 
 
 def _screen_rounds(

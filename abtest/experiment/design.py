@@ -27,17 +27,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from abtest.domain import Arm, Factor, arm_parts
+from abtest.domain import DESIGN_PARTS, Arm, Factor, arm_parts
 from abtest.errors import UserError
 
-DESIGNS: tuple[str, ...] = (
-    "baseline",
-    "singles",
-    "combined",
-    "leave-one-out",
-    "factorial",
-    "screen",
-)
+#: The arm sets one design part builds (the playbook and the CLI join them with "+").
+DESIGNS = DESIGN_PARTS
 
 #: Largest k run as a full 2^k factorial; above it a fractional design is used.
 MAX_FULL_FACTORIAL = 4
