@@ -304,3 +304,25 @@ def test_a_failure_on_one_node_stops_the_other_and_both_are_restored(store: Stor
     run_id = next(d["run_id"] for k, d in events if k == "run")
     row = store.run_row(run_id)
     assert row["status"] == "failed" and "refused kubeAPIQPS" in row["stop_reason"]
+
+
+def _runtime_catalog(tmp_path: Any, name: str, runtime: str) -> str:
+    path = tmp_path / name
+    path.write_text(
+        "catalog: rt\nfactors:\n"
+        f"  - {{name: rt, kind: runtime_class, on: {runtime}, off: runc, summary: s}}\n"
+        "  - {name: kubeAPIQPS, kind: config_field, on: 3, off: 50, summary: s}\n"
+    )
+    return str(path)
+
+
+def test_resume_plan_check_refuses_a_changed_pod_part(store: Store, tmp_path: Any) -> None:
+    # same arm names and kubelet settings, but the runtime arm now runs another RuntimeClass:
+    # resuming would mix two runtimes under one arm name
+    before = _plan(catalog=_runtime_catalog(tmp_path, "a.yaml", "crun"))
+    run_id = _sweep_run(store, before)
+    resume_plan_check(store, run_id, _plan(catalog=_runtime_catalog(tmp_path, "b.yaml", "crun")))
+    with pytest.raises(UserError, match="planned differently"):
+        resume_plan_check(
+            store, run_id, _plan(catalog=_runtime_catalog(tmp_path, "c.yaml", "youki"))
+        )

@@ -455,10 +455,14 @@ def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
     row = store.run_row(run_id)
     if row["kind"] != "sweep":
         raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
-    stored = json.loads(row["plan_json"] or "{}").get("schedule")
-    if stored != json.loads(json.dumps(plan.to_dict()["schedule"], default=str)):
+    stored_plan = json.loads(row["plan_json"] or "{}")
+    now_plan = json.loads(json.dumps(plan.to_dict(), default=str))
+    # the schedule holds each arm's kubelet settings; arm_pods what it renders into its pods
+    # (a RuntimeClass, annotations), which an edited catalog can change under the same name
+    if any(stored_plan.get(k, {}) != now_plan.get(k, {}) for k in ("schedule", "arm_pods")):
         raise UserError(
-            f"run {run_id} was planned differently (playbook, seed, rounds, sizes or arms)",
+            f"run {run_id} was planned differently (playbook, seed, rounds, sizes, or arms:"
+            " their kubelet settings or pod parts)",
             "--resume",
             "resume with the same flags and playbook as the original run",
         )
