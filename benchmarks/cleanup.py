@@ -8,6 +8,12 @@ requests) <= 8 s. Before this work: 3-4 s and 21.9 s. By default the round stops
 sandboxes (``NodeSession.clean_round_sandboxes``); ``--kubelet-stops`` measures the previous
 cleanup (the kubelet stops each pod after its 2 s minimum grace, abtest removes the stopped).
 
+``--stop-at-once N`` sets how many ``sandbox_stop`` commands run at once
+(``abtest.node.session.STOP_COMMANDS_AT_ONCE``). After the rounds, the kubelet's log is read
+for its 403s on the rounds' deleted pods (its status manager GETs each force-deleted pod; the
+node authorizer refuses, the pod being gone): per round, how many, and whether the last came
+after the next round's first create (i.e. inside the next round's measured span).
+
 The lab node has 2 CPUs allocatable, so 150 pods need a small request (``--cpu-request 10m``);
 its kubelet allows 250 pods. Run under the lab lock:
 
@@ -19,13 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from abtest.batch.round import run_round
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
+from abtest.node import session as node_session
 from abtest.node.session import NodeSession
 from abtest.playbook import Generator, Workload, load_profile
 
@@ -51,6 +61,9 @@ def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> 
     )
     parts = {f"{g.phase}.{g.part}": g.seconds for g in result.gap_parts}
     return {
+        "round": result.round_tag,
+        "started_wall": result.started_wall,
+        "returned_wall": time.time(),
         "pods": size,
         "accepted": result.accepted,
         "batch_ready_s": result.batch_ready_s,
@@ -70,6 +83,37 @@ def _median(rows: list[dict[str, Any]], get: Any) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+# klog: "E1130 19:05:33.483657 4361 status_manager.go:1018] "Failed to get status for pod"
+# err="pods \"abt-<round>-0028\" is forbidden: ..."
+_FORBIDDEN = re.compile(
+    r"^[EW](\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) .*Failed to get status for pod.*"
+    r"forbidden.*pod=\"[^/]+/abt-([0-9a-f]+)-"
+)
+
+
+def kubelet_403s(log: str, rows: list[dict[str, Any]]) -> None:
+    """Per round: the kubelet's 403s on its deleted pods (count, last one's wall time), and
+    whether the last came after the next round's first create."""
+    year = datetime.now(UTC).year
+    last: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for line in log.splitlines():
+        m = _FORBIDDEN.match(line)
+        if not m:
+            continue
+        month, day, clock, tag = m.groups()
+        at = datetime.strptime(f"{year}-{month}-{day} {clock}", "%Y-%m-%d %H:%M:%S.%f")
+        wall = at.replace(tzinfo=UTC).timestamp()
+        count[tag] = count.get(tag, 0) + 1
+        last[tag] = max(last.get(tag, 0.0), wall)
+    for i, row in enumerate(rows):
+        tag = row["round"]
+        nxt = rows[i + 1]["started_wall"] if i + 1 < len(rows) else None
+        row["kubelet_403s"] = count.get(tag, 0)
+        row["last_403_after_return_s"] = last[tag] - row["returned_wall"] if tag in last else None
+        row["last_403_in_next_round"] = None if nxt is None or tag not in last else last[tag] > nxt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--profile", default="lab")
@@ -84,8 +128,16 @@ def main() -> None:
         help="the previous cleanup: wait for the kubelet to stop the sandboxes (2 s grace), "
         "then remove the stopped ones",
     )
+    ap.add_argument(
+        "--stop-at-once",
+        type=int,
+        default=node_session.STOP_COMMANDS_AT_ONCE,
+        help="how many sandbox_stop commands run at once",
+    )
+    ap.add_argument("--log-lines", type=int, default=50000, help="kubelet log lines to read")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    node_session.STOP_COMMANDS_AT_ONCE = args.stop_at_once
     profile = load_profile(args.profile)
     cluster = connect(profile.kubeconfig, pool_size=158)
     ensure_namespace(cluster, NAMESPACE)
@@ -97,6 +149,7 @@ def main() -> None:
                     row = one(cluster, node, profile, size, args)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+            kubelet_403s(node.kubelet_log_tail(args.log_lines), rows)
     finally:
         delete_namespace(cluster, NAMESPACE)
     if args.json:
@@ -107,9 +160,16 @@ def main() -> None:
         cleanup = _median(mine, lambda r: r["cleanup_s"])
         each = ", ".join(f"{r['cleanup_s']:.2f}" for r in mine)
         print(
-            f"{size} pods, {len(mine)} rounds: cleanup median {cleanup:.3f} s "
-            f"(all: {each}); "
+            f"{size} pods, {len(mine)} rounds (stop commands at once: {args.stop_at_once}): "
+            f"cleanup median {cleanup:.3f} s (all: {each}); "
             f"all clean: {all(r['cleanup_ok'] for r in mine)}"
+        )
+        late = [r["last_403_after_return_s"] for r in mine]
+        print(
+            f"  kubelet 403s on deleted pods per round: {[r['kubelet_403s'] for r in mine]}; "
+            "last one after the round returned (s): "
+            f"{[None if x is None else round(x, 1) for x in late]}; "
+            f"inside the next round: {[r['last_403_in_next_round'] for r in mine]}"
         )
         names = sorted({k for r in mine for k in r["parts"]})
         for name in names:

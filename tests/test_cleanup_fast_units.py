@@ -178,8 +178,9 @@ def test_running_sandboxes_are_stopped_then_all_of_the_round_removed() -> None:
         "crictl pods -o json --label io.kubernetes.pod.namespace=abtest "
         f"--label abtest/round={ROUND}"
     )
-    assert [c.split()[1] for c in fake.commands] == ["pods", "stopp", "rmp"]  # stop before rmp
-    assert fake.ids_in("stopp") == [[sid(1), sid(2)]]
+    # stop before rmp: the two running ones, one command each, at the same time
+    assert [c.split()[1] for c in fake.commands] == ["pods", "stopp", "stopp", "rmp"]
+    assert sorted(fake.ids_in("stopp")) == [[sid(1)], [sid(2)]]
     assert fake.ids_in("rmp") == [[sid(1), sid(2), sid(3)]]
     decoy_ids = {d["id"] for d in DECOYS}
     assert not decoy_ids & {i for c in fake.commands for i in c.split()}

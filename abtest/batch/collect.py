@@ -6,22 +6,26 @@ Times are seconds since the round's t0 (its first create request, ``time.monoton
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from abtest.batch import metrics
 from abtest.batch.acceptance import judge
-from abtest.batch.gaps import Laps
+from abtest.batch.gaps import AFTER, GapPart, Laps
 from abtest.batch.generator import SubmitResult
 from abtest.batch.model import EventRecord, MetricDelta, PodRecord, Summary, Verdict
 from abtest.batch.observe import PodSeen
 from abtest.batch.summary import summarize
 from abtest.cluster.client import Cluster, node_proxy_get
-from abtest.cluster.pods import list_pod_events
-from abtest.errors import AbtestError
+from abtest.cluster.pods import list_pod_events, pod_events_version
+from abtest.errors import AbtestError, ClusterError
 
 MetricsScrape = dict[metrics.Key, tuple[float | None, float]]
+# the listing's own request timeout is 30 s; a thread still busy well past it is stuck
+EVENTS_JOIN_S = 90.0
 
 
 def scrape(cluster: Cluster, node_name: str) -> MetricsScrape:
@@ -29,9 +33,60 @@ def scrape(cluster: Cluster, node_name: str) -> MetricsScrape:
     return metrics.parse(node_proxy_get(cluster, node_name, "metrics", timeout=30))
 
 
+class EventsListing:
+    """The events about a round's pods as they were when it was made, listed in a thread.
+
+    Why a thread: the namespace keeps up to an hour of earlier rounds' events (the API
+    server's event TTL), so the listing takes seconds; it only reads, so it runs while the
+    round's pods are deleted and the node is cleaned. Why a resourceVersion: the listing is
+    of the moment it was asked for (``pod_events_version``, read here before anything is
+    deleted), so what it holds is what a listing at that moment held, whatever the deletion
+    writes (e.g. the kubelet's Killing events) while it runs."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        names: set[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.resource_version = pod_events_version(cluster, namespace)
+        self.seconds: float | None = None  # how long the listing took (in its thread)
+        self._clock = clock
+        self._records: list[EventRecord] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(cluster, namespace, names),
+            name="abtest-round-events",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, cluster: Cluster, namespace: str, names: set[str]) -> None:
+        start = self._clock()
+        try:
+            raw = list_pod_events(cluster, namespace, names, resource_version=self.resource_version)
+            self._records = event_records(raw)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+        finally:
+            self.seconds = self._clock() - start
+
+    def result(self, timeout_s: float = EVENTS_JOIN_S) -> list[EventRecord]:
+        """Wait for the listing; its error, if it failed, is raised here."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise ClusterError(f"listing the round's events did not end within {timeout_s:g} s")
+        if self._error is not None:
+            raise self._error
+        assert self._records is not None
+        return self._records
+
+
 @dataclass
 class Collected:
-    events: list[EventRecord]
+    events: EventsListing  # still being listed: ``events.result()`` once the node is clean
     deltas: list[MetricDelta]
     records: list[PodRecord]
     summary: Summary
@@ -55,26 +110,59 @@ def collect(
     say: Callable[[str], None],
     verify: Callable[[], str | None] | None = None,
 ) -> Collected:
-    """Events, kubelet metrics after (a failed scrape is a note), every pod's record, the
-    summary and the verdict; laps ``events``, ``metrics_after`` and ``judge``. A problem
-    ``verify`` reports (run while the round's pods still exist) rejects the round."""
+    """Events (as of now, listed in the background: ``Collected.events``), kubelet metrics
+    after (a failed scrape is a note), every pod's record, the summary and the verdict; laps
+    ``events`` (the snapshot's resourceVersion, the listing started), ``metrics_after`` and
+    ``judge``. A problem ``verify`` reports (run while the round's pods still exist) rejects
+    the round."""
     say("collecting events and metrics")
-    events = event_records(list_pod_events(cluster, namespace, set(names)))
+    events = EventsListing(cluster, namespace, set(names), laps.clock)
     laps.lap("events")
-    deltas: list[MetricDelta] = []
-    if metrics_before is not None:
-        try:
-            deltas = metrics.deltas(metrics_before, scrape(cluster, node_name))
-        except (AbtestError, ValueError) as exc:
-            notes.append(f"kubelet metrics after the round: {exc}")
-    laps.lap("metrics_after")
-    records = pod_records(names, sub, seen, t0)
-    summary = summarize(records, len(names))
-    verdict = judge(records, len(names), timed_out=timed_out, timeout_s=timeout_s)
-    if verify is not None and (problem := verify()):
-        verdict = replace(verdict, accepted=False, reasons=(*verdict.reasons, problem))
-    laps.lap("judge")
+    try:
+        deltas: list[MetricDelta] = []
+        if metrics_before is not None:
+            try:
+                deltas = metrics.deltas(metrics_before, scrape(cluster, node_name))
+            except (AbtestError, ValueError) as exc:
+                notes.append(f"kubelet metrics after the round: {exc}")
+        laps.lap("metrics_after")
+        records = pod_records(names, sub, seen, t0)
+        summary = summarize(records, len(names))
+        verdict = judge(records, len(names), timed_out=timed_out, timeout_s=timeout_s)
+        if verify is not None and (problem := verify()):
+            verdict = replace(verdict, accepted=False, reasons=(*verdict.reasons, problem))
+        laps.lap("judge")
+    except BaseException as exc:
+        finish_events(events, exc)
+        raise
     return Collected(events, deltas, records, summary, verdict)
+
+
+def finish_events(events: EventsListing, exc: BaseException) -> None:
+    """On the way out after ``exc``: let the listing end (no request of this round outlives
+    it); its own failure is added to ``exc``'s notes."""
+    try:
+        events.result()
+    except Exception as err:
+        if err is not exc:  # the listing's own failure may be what ended the round
+            exc.add_note(f"listing the round's events failed too: {err}")
+
+
+@dataclass(frozen=True)
+class RoundEvents:
+    records: list[EventRecord]
+    parts: tuple[GapPart, ...]
+
+
+def events_after_cleanup(events: EventsListing, clock: Callable[[], float]) -> RoundEvents:
+    """The round's events, listed while the pods were deleted and the node cleaned: the wait
+    for what is left of the listing is a lap of the gap after the round (``events_wait``),
+    the listing's own time overlapping detail (``events_list``)."""
+    laps = Laps(AFTER, clock)
+    records = events.result()
+    laps.lap("events_wait")
+    laps.detail("events_list", events.seconds)
+    return RoundEvents(records, tuple(laps.parts))
 
 
 def pod_records(

@@ -61,3 +61,16 @@ class Laps:
         """Overlapping detail, not added to the phase's total."""
         if seconds is not None:
             self.parts.append(GapPart(self.phase, part, seconds, summed=False))
+
+
+def clock_anchor(clock: Callable[[], float] = time.monotonic) -> tuple[float, float]:
+    """(wall, mono) read as close together as this machine allows (best of 5)."""
+    best: tuple[float, float, float] | None = None
+    for _ in range(5):
+        a = clock()
+        wall = time.time()
+        b = clock()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall, (a + b) / 2)
+    assert best is not None
+    return best[1], best[2]

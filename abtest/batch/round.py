@@ -2,9 +2,10 @@
 
 watch open (from a list's resourceVersion) -> kubelet metrics before -> submit at the target
 rate with at most N in flight -> wait until every pod was seen Ready or the timeout -> keep
-observing ``observe_s`` more -> events, metrics after, acceptance -> cleanup: delete by label,
-wait until the pods are gone from the API and the node's sandbox count is back at its
-pre-round value (timed). Returns a RoundResult of plain records; storing is record.py's job.
+observing ``observe_s`` more -> events (as of this moment, listed while the cleanup runs),
+metrics after, acceptance -> cleanup: delete by label, wait until the pods are gone from the API
+and the node's sandbox count is back at its pre-round value (timed). Returns a RoundResult of
+plain records; storing is record.py's job.
 
 Clock: every time is ``time.monotonic()`` (one clock for the generator and the watch), kept as
 seconds since t0 = the moment the first create request was sent; ``started_wall`` maps t0 to
@@ -20,8 +21,15 @@ from dataclasses import asdict, dataclass
 
 from abtest import stopping
 from abtest.batch import metrics, sandbox_wait
-from abtest.batch.collect import Collected, collect, scrape
-from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps
+from abtest.batch.collect import (
+    Collected,
+    RoundEvents,
+    collect,
+    events_after_cleanup,
+    finish_events,
+    scrape,
+)
+from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, clock_anchor
 from abtest.batch.generator import SubmitResult, submit
 from abtest.batch.model import PodRecord, RoundResult
 from abtest.batch.observe import PodTracker
@@ -53,19 +61,6 @@ def _quiet(_: str) -> None:
 
 def _created(status: int | None, attempts: int) -> bool:
     return PodRecord("", http_status=status, attempts=attempts).created
-
-
-def clock_anchor(clock: Callable[[], float] = time.monotonic) -> tuple[float, float]:
-    """(wall, mono) read as close together as this machine allows (best of 5)."""
-    best: tuple[float, float, float] | None = None
-    for _ in range(5):
-        a = clock()
-        wall = time.time()
-        b = clock()
-        if best is None or b - a < best[0]:
-            best = (b - a, wall, (a + b) / 2)
-    assert best is not None
-    return best[1], best[2]
 
 
 @dataclass(frozen=True)
@@ -339,6 +334,7 @@ def _result(
     prep: _Prepared,
     waited: _Waited,
     got: Collected,
+    events: RoundEvents,
     cleaned_up: CleanupResult,
     watch: PodWatch,
     node_name: str,
@@ -367,9 +363,9 @@ def _result(
         reason=got.verdict.reason,
         summary=got.summary,
         pods=got.records,
-        events=got.events,
+        events=events.records,
         metric_deltas=got.deltas,
-        sandbox_failures=sum(e.count for e in got.events if e.reason == SANDBOX_FAILURE),
+        sandbox_failures=sum(e.count for e in events.records if e.reason == SANDBOX_FAILURE),
         timed_out=waited.timed_out,
         watch_restarts=watch.restarts,
         watch_relisted=watch.relists,
@@ -387,7 +383,7 @@ def _result(
         observe_s=gen.observe_s,
         workload=asdict(workload),
         notes=notes,
-        gap_parts=[*prep.pre.parts, *waited.post.parts, *cleaned_up.parts],
+        gap_parts=[*prep.pre.parts, *waited.post.parts, *cleaned_up.parts, *events.parts],
         entered_mono=prep.pre.start,
         returned_mono=time.monotonic(),
     )
@@ -456,6 +452,7 @@ def run_round(
         on_failure=tracker.abort,
     )
     say(f"round {prep.round_tag}: {size} pods -> {node_name} ({namespace})")
+    got: Collected | None = None
     try:
         waited = _submit_and_wait(
             cluster,
@@ -498,8 +495,14 @@ def run_round(
             clean_sandboxes=clean_sandboxes,
             say=say,
         )
+        # the events were listed (as of before the delete) while the node was cleaned
+        events = events_after_cleanup(got.events, clock)
     except BaseException as exc:
         # an error ended the round early: still take its pods away, then let it propagate
         _cleanup_after_error(exc, cluster, namespace, prep.selector, cleanup_timeout_s)
+        if got is not None:
+            finish_events(got.events, exc)
         raise
-    return _result(prep, waited, got, cleaned_up, watch, node_name, namespace, gen, workload)
+    return _result(
+        prep, waited, got, events, cleaned_up, watch, node_name, namespace, gen, workload
+    )

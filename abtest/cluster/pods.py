@@ -48,16 +48,44 @@ def count_pods(cluster: Cluster, namespace: str, selector: str) -> int:
     return len(list_pods(cluster, namespace, selector)[0])
 
 
+POD_EVENTS = "involvedObject.kind=Pod"
+
+
 @api_call
-def list_pod_events(
-    cluster: Cluster, namespace: str, pod_names: set[str] | None = None
-) -> list[dict[str, Any]]:
-    """core/v1 Events about pods in ``namespace`` (only the named pods, when given)."""
+def pod_events_version(cluster: Cluster, namespace: str) -> str:
+    """The resourceVersion the API server is at now, read with a one-item list of the
+    namespace's pod events (cheap whatever the namespace holds): ``list_pod_events`` given it
+    lists the events exactly as they were at this moment, however much later it runs."""
     resp = cluster.core.list_namespaced_event(
         namespace,
-        field_selector="involvedObject.kind=Pod",
+        field_selector=POD_EVENTS,
+        limit=1,
         _preload_content=False,
         _request_timeout=30,
+    )
+    return str(_json(resp)["metadata"]["resourceVersion"])
+
+
+@api_call
+def list_pod_events(
+    cluster: Cluster,
+    namespace: str,
+    pod_names: set[str] | None = None,
+    *,
+    resource_version: str | None = None,
+) -> list[dict[str, Any]]:
+    """core/v1 Events about pods in ``namespace`` (only the named pods, when given); as they
+    were at ``resource_version`` exactly, when given (``pod_events_version``): events written
+    or updated since are not in it, as if it had been listed then."""
+    exact: dict[str, Any] = {}
+    if resource_version is not None:
+        exact = {"resource_version": resource_version, "resource_version_match": "Exact"}
+    resp = cluster.core.list_namespaced_event(
+        namespace,
+        field_selector=POD_EVENTS,
+        _preload_content=False,
+        _request_timeout=30,
+        **exact,
     )
     items = _json(resp).get("items") or []
     if pod_names is None:
