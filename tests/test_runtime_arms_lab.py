@@ -193,3 +193,42 @@ def test_a_runtime_class_the_cluster_lacks_fails_its_arm_before_any_pod(
     assert arms["+nosuch"] == "failed" and "no batch of this arm ran" in failure
     assert rounds == [("baseline",)]  # the baseline ran; the failed arm created no pod
     assert set(watch.seen) == _pods_by_arm(db)["baseline"]
+
+
+def _batch_playbook(tmp_path: Path, runtime_class: str) -> Path:
+    path = tmp_path / f"batch-{runtime_class}.yaml"
+    path.write_text(
+        "playbook: batch-runtime\ncatalog: lab\nsizes: [3]\nrounds: 1\nwarmup: false\n"
+        f"namespace: {NAMESPACE}\nprofile: lab\ngenerator: {{observe_s: 1}}\n"
+        f"workload: {{runtime_class: {runtime_class}}}\n"
+    )
+    return path
+
+
+def test_a_single_batch_under_a_runtime_class_is_checked_like_a_runtime_arm(
+    files: Path, tmp_path: Path
+) -> None:
+    # `abtest batch` with a workload RuntimeClass: the same checks as a sweep's runtime arm
+    db = tmp_path / "b.sqlite"
+    with SandboxWatch() as watch:
+        proc = _abtest(db, "batch", "--profile", "lab", "--pods", "3", "--playbook",
+                       str(_batch_playbook(tmp_path, "crun")))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(db) as conn:
+        accepted, reason = conn.execute("SELECT accepted, reason FROM rounds").fetchone()
+        names = {r[0] for r in conn.execute("SELECT name FROM pods")}
+    assert accepted == 1, reason
+    assert len(names) == 3 and all(watch.seen.get(n) == {"crun"} for n in names), watch.seen
+
+    db2 = tmp_path / "b2.sqlite"
+    with SandboxWatch() as watch:
+        proc = _abtest(db2, "batch", "--profile", "lab", "--pods", "3", "--playbook",
+                       str(_batch_playbook(tmp_path, "nosuch")))  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-3000:]
+    assert "no RuntimeClass 'nosuch'" in out and "no batch of this arm ran" in out, out[-3000:]
+    assert not watch.seen  # refused before any pod
+    with sqlite3.connect(db2) as conn:
+        assert conn.execute("SELECT count(*) FROM rounds").fetchone()[0] == 0
+        status = conn.execute("SELECT status FROM runs").fetchone()[0]
+    assert status == "failed"

@@ -11,8 +11,12 @@ from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
 from abtest.batch.run_record import finish_run, new_run, probe_environment
+from abtest.batch.template import round_selector
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import ensure_namespace
+from abtest.cluster.pods import list_pods
+from abtest.cluster.runtimeclasses import runtime_class_handler
+from abtest.experiment.pod_arms import check_arm_runtime, round_verifier
 from abtest.node.session import NodeSession
 from abtest.node.signals import Interrupted
 from abtest.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
@@ -135,6 +139,24 @@ def run_single_batch(
     run_id = new_run(store, "batch", profile=profile, playbook=playbook, env=env, plan=plan)
     try:
         with NodeSession(profile) as node:
+            # a workload with a RuntimeClass is checked as a runtime arm is: the class and its
+            # handler exist before any pod, and every pod's sandbox ran under it after
+            runtime = check_arm_runtime(
+                "batch",
+                workload.runtime_class,
+                handler_of=lambda name: runtime_class_handler(cluster, name),
+                node=node,
+                profile=profile,
+            )
+            verify = (
+                None
+                if runtime is None
+                else round_verifier(
+                    runtime,
+                    pods=lambda tag: list_pods(cluster, namespace, round_selector(tag))[0],
+                    handlers=lambda tag: node.round_handlers(namespace, tag),
+                )
+            )
             result = run_round(
                 cluster,
                 node_name=profile.node_name,
@@ -147,6 +169,7 @@ def run_single_batch(
                 reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
                 clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
                 say=say,
+                verify=verify,
             )
         round_id = record_round(store, run_id, result)
     except (KeyboardInterrupt, Interrupted):
