@@ -133,7 +133,13 @@ def select_round_sandboxes(
 # sandbox at the same moment (NotFound, containerd's "already in removing state"), or when
 # the runtime was too busy to answer within crictl's RPC timeout (DeadlineExceeded, e.g. 150
 # sandboxes at once on 2 cores): the sandbox is still listed at the next poll and removed then.
-_REMOVAL_RACE = re.compile(r"not ?found|already in removing state|DeadlineExceeded", re.IGNORECASE)
+# A stop whose network teardown finds the pod's interface gone ("failed to delete \"eth0\": no
+# such device", the bridge plugin) raced the kubelet's own stop of the same sandbox: the next
+# poll lists it again and stops it again.
+_REMOVAL_RACE = re.compile(
+    r"not ?found|already in removing state|DeadlineExceeded|failed to delete \S+: no such device",
+    re.IGNORECASE,
+)
 # crictl's own log lines that are not errors (e.g. which config file it read)
 _NOT_AN_ERROR = re.compile(r"level=(warning|info|debug)")
 _REMOVED = re.compile(r"^Removed sandbox ", re.MULTILINE)
