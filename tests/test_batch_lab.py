@@ -84,6 +84,9 @@ def test_twenty_pod_round_accepted_stored_and_recomputable(
     # the kubelet's own pod-start histogram moved by (about) the batch
     sli = [m for m in result.metric_deltas if m.metric == "kubelet_pod_start_sli_duration_seconds"]
     assert sli and sli[0].delta_count >= 1
+    # the lab's kubelet has a cluster DNS address, as every real node's has: no pod of the
+    # batch falls back to the host's resolv.conf with a warning event at each sync
+    assert result.events and not [e for e in result.events if e.reason == "MissingClusterDNS"]
     # cleanup: gone from the API and the node back at its sandbox baseline
     assert result.cleanup_ok, result.cleanup_note
     assert result.cleanup_s is not None and result.cleanup_s > 0

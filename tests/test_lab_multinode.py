@@ -9,6 +9,7 @@ Run them under the lab lock:
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from abtest.errors import UserError
 from abtest.lab import components, control, host, layout, nodes, residue
@@ -54,6 +56,11 @@ def test_node_one_is_the_single_node_lab_unchanged() -> None:
     text = components.kubelet_config_text(one, ports)
     assert "cgroupRoot" not in text and "podLogsDir" not in text
     assert f"unix://{paths.containerd_socket}" in text and "port: 10250" in text
+    # a cluster DNS address inside the API server's service range, as kubeadm gives a node
+    config = yaml.safe_load(text)
+    assert config["clusterDNS"] == [layout.CLUSTER_DNS_IP]
+    dns = ipaddress.ip_address(layout.CLUSTER_DNS_IP)
+    assert dns in ipaddress.ip_network(layout.SERVICE_SUBNET)
 
 
 def _owned(node: Node) -> dict[str, object]:

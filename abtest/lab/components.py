@@ -213,6 +213,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 clusterDomain: cluster.local
+clusterDNS: [{layout.CLUSTER_DNS_IP}]
 resolvConf: /etc/resolv.conf
 maxPods: 250
 serializeImagePulls: false
