@@ -8,7 +8,14 @@ requests) <= 8 s. Before this work: 3-4 s and 21.9 s. 2026-11-30 on the lab, sam
 code before -> after the parallel stops, the stop-races fix and the background events listing:
 20 pods 3.55 -> 2.54 s median (5 rounds each); 150 pods 19.7 -> 20.6 s (3 rounds each: the
 runtime, not the commands, is the limit there; 8 stop commands at once: 20.9 s, and 2.97 s
-at 20 pods, so the default stays 4). By default the round stops its own
+at 20 pods, so the default stays 4). The cleanup's own CPU bill (``MachineCpu``: /proc/stat,
+the lab being on this machine), 2026-11-30 with the lab's cluster DNS set: 20 pods 2.60 s
+median using 4.5 CPU-s, 85 % of the 2 cores (2.3 s at full use of both); 150 pods 19.2 s using
+36.0 CPU-s, 94 % (18.0 s at full use). So both targets are below what the runtime's work
+needs on 2 cores, whoever issues the commands: per sandbox the shim and runc (about 0.1
+CPU-s to kill and delete two containers), three CNI DELs (about 18 ms each: the kubelet's
+StopPodSandbox, ours, and the forced stop inside containerd 1.6's RemovePodSandbox), then the
+kubelet's pod workers and its status manager's 403s. By default the round stops its own
 sandboxes (``NodeSession.clean_round_sandboxes``); ``--kubelet-stops`` measures the previous
 cleanup (the kubelet stops each pod after its 2 s minimum grace, abtest removes the stopped).
 
@@ -28,10 +35,13 @@ its kubelet allows 250 pods. Run under the lab lock:
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import os
 import re
 import statistics
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +54,51 @@ from abtest.node.session import NodeSession
 from abtest.playbook import Generator, Workload, load_profile
 
 NAMESPACE = "abtest-bench-cleanup"
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...; idle and iowait
+# are the time no process ran
+_IDLE_FIELDS = (3, 4)
+
+
+class MachineCpu:
+    """The lab runs on this machine, so /proc/stat counts every CPU-second its processes
+    (API server, etcd, kubelet, containerd, shims, runc, CNI plugins) spend. Sampled in the
+    background; :meth:`busy_between` interpolates the busy CPU-seconds of a wall window. Why:
+    a cleanup whose window is already busy on every core cannot be made shorter by issuing
+    commands differently, only by less work per sandbox."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self.cores = os.cpu_count() or 1
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._loop, name="bench-cpu", daemon=True)
+        self._thread.start()
+
+    def _busy_s(self) -> float:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return (sum(fields) - sum(fields[i] for i in _IDLE_FIELDS)) / self.hz
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self._busy_s()))
+            self._stop.wait(self._every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def busy_between(self, start: float, end: float) -> float | None:
+        times = [t for t, _ in self.samples]
+        if not times or start < times[0] or end > times[-1]:
+            return None
+        return self._at(times, end) - self._at(times, start)
+
+    def _at(self, times: list[float], t: float) -> float:
+        i = min(max(bisect.bisect_left(times, t), 1), len(times) - 1)
+        (t0, b0), (t1, b1) = self.samples[i - 1], self.samples[i]
+        return b0 + (b1 - b0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
 
 
 def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> dict[str, Any]:
@@ -146,6 +201,7 @@ def main() -> None:
     cluster = connect(profile.kubeconfig, pool_size=158)
     ensure_namespace(cluster, NAMESPACE)
     rows: list[dict[str, Any]] = []
+    cpu = MachineCpu()
     try:
         with NodeSession(profile) as node:
             for size in (int(s) for s in args.sizes.split(",")):
@@ -153,9 +209,17 @@ def main() -> None:
                     row = one(cluster, node, profile, size, args)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+            time.sleep(0.5)  # one more CPU sample after the last cleanup
             kubelet_403s(node.kubelet_log_tail(args.log_lines), rows)
     finally:
+        cpu.stop()
         delete_namespace(cluster, NAMESPACE)
+    for row in rows:
+        # the cleanup is the last thing run_round does: its window ends as the round returns
+        end = row["returned_wall"]
+        busy = cpu.busy_between(end - row["cleanup_s"], end)
+        row["cleanup_cpu_s"] = busy
+        row["cleanup_busy_share"] = None if busy is None else busy / (cpu.cores * row["cleanup_s"])
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -168,6 +232,14 @@ def main() -> None:
             f"cleanup median {cleanup:.3f} s (all: {each}); "
             f"all clean: {all(r['cleanup_ok'] for r in mine)}"
         )
+        cpu_s = _median(mine, lambda r: r["cleanup_cpu_s"])
+        share = _median(mine, lambda r: r["cleanup_busy_share"])
+        if cpu_s is not None and share is not None:
+            print(
+                f"  machine CPU during the cleanup: median {cpu_s:.1f} CPU-s, {share:.0%} of "
+                f"its {cpu.cores} cores; at full use of every core the same work needs "
+                f"{cpu_s / cpu.cores:.1f} s"
+            )
         late = [r["last_403_after_return_s"] for r in mine]
         print(
             f"  kubelet 403s on deleted pods per round: {[r['kubelet_403s'] for r in mine]}; "
