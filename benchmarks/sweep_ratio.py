@@ -10,7 +10,10 @@ Target: at most 1.15; before this work 1.29 (1.44 under load). 2026-11-30 on the
 round's events listed while the node is cleaned (``--rounds 2 --sizes 10``, 10 rounds in the
 "abtest" namespace holding 23k earlier events): 1.227 and 1.244 (the code before, same hour:
 1.301, its events listing 12.9 s over 10 rounds); events_wait 0.00 s over 10 rounds,
-node_clean 18.9 s of the 22.4 s of gaps after rounds. Run under the lab lock:
+node_clean 18.9 s of the 22.4 s of gaps after rounds. Later the same day, the lab with its
+cluster DNS set: 1.200 (process 1.217): gaps after rounds 17.0 s (node_clean 14.6 s, the
+runtime's CPU-bound work: ``benchmarks/cleanup.py``), kubelet restarts 7.2 s, the rest 8.5 s.
+Run under the lab lock:
 
     flock /tmp/abtest-lab.lock .venv/bin/python benchmarks/sweep_ratio.py --rounds 2 --sizes 10
 """
