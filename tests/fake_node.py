@@ -30,6 +30,7 @@ from typing import Any
 from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.domain import Scalar
 from abtest.errors import ApplyFailed
+from abtest.experiment.nodekit import NodeControl
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stopping import SignalGuard, sleep
@@ -227,6 +228,14 @@ class FakeSession:
     def clean_round_sandboxes(self, namespace: str, round_tag: str) -> int:
         return 0
 
+    # NodeAccess asks these only for an arm with a runtime class, which a FakeKit sweep has
+    # not (test_pod_spec_factors.RuntimeSession answers them)
+    def runtime_handlers(self) -> frozenset[str] | None:
+        raise NotImplementedError("FakeSession: no runtime handlers")
+
+    def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None:
+        raise NotImplementedError("FakeSession: no round handlers")
+
 
 @dataclasses.dataclass(frozen=True)
 class FakeCluster:
@@ -257,7 +266,15 @@ class FakeKit:
     def ensure_namespace(self, cluster: Any, namespace: str) -> None:
         cluster.node.record(f"namespace {namespace}")
 
-    def controller(self, profile: NodeProfile, store: Store, **_: Any) -> FakeController:
+    # NodeKit asks these only for an arm with a runtime class, which a FakeKit sweep has not
+    # (test_pod_spec_factors.RuntimeKit answers them)
+    def runtime_class_handler(self, cluster: Any, name: str) -> str | None:
+        raise NotImplementedError("FakeKit: no RuntimeClasses")
+
+    def round_pods(self, cluster: Any, namespace: str, round_tag: str) -> list[dict[str, Any]]:
+        raise NotImplementedError("FakeKit: no round pods")
+
+    def controller(self, profile: NodeProfile, store: Store, **_: Any) -> NodeControl:
         return FakeController(self.nodes[profile.node_name])
 
     def session(self, profile: NodeProfile) -> FakeSession:
@@ -276,7 +293,10 @@ class FakeKit:
         sandbox_count: Callable[[], int],
         reap_sandboxes: Callable[[], int],
         clean_sandboxes: Callable[[str], int] | None = None,
+        verify: Callable[[str], str | None] | None = None,
     ) -> RoundResult:
+        # a sweep passes verify only for an arm with a runtime class (RuntimeKit's rounds)
+        assert verify is None, "FakeKit: a round to verify needs RuntimeKit"
         node = self.nodes[node_name]
         node.record(f"round {size}", "round")
         if node.hold == "round":

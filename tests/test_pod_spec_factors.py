@@ -401,7 +401,7 @@ def test_a_round_not_under_its_runtime_is_named() -> None:
 class RecordingController(FakeController):
     def apply(
         self, settings: Any, *, check_known: bool = True, force_restart: bool = False
-    ) -> ApplyRecord:  # type: ignore[override]
+    ) -> ApplyRecord:
         self.node.record(f"force_restart={force_restart}")
         return super().apply(settings, check_known=check_known, force_restart=force_restart)
 
@@ -434,7 +434,7 @@ class RuntimeKit(FakeKit):
         node = cluster.node
         return [_pod(n, node.pod_class) for n in node.sandboxes]
 
-    def run_round(  # type: ignore[override]
+    def run_round(
         self,
         cluster: Any,
         *,
