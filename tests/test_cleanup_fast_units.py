@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from abtest.batch import round as round_mod
+from abtest.batch.gaps import BEFORE, Laps
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL, pod_labels
 from abtest.errors import ConfigError, NodeError, UserError
 from abtest.node.session import (
@@ -251,10 +252,15 @@ def test_the_round_cleans_its_own_sandboxes_by_its_label(monkeypatch: pytest.Mon
         baseline=2,
         before=None,
         notes=[],
-        pre=round_mod.Laps(round_mod.BEFORE, Clock()),
+        pre=Laps(BEFORE, Clock()),
     )
     counts = iter([7, 2])
     tags: list[str] = []
+
+    def clean_sandboxes(tag: str) -> int:
+        tags.append(tag)
+        return 5
+
     res = round_mod._clean_up(
         None,  # type: ignore[arg-type]
         prep,
@@ -263,7 +269,7 @@ def test_the_round_cleans_its_own_sandboxes_by_its_label(monkeypatch: pytest.Mon
         timeout_s=30,
         clock=Clock(),
         reap_sandboxes=lambda: pytest.fail("the namespace-wide removal ran"),
-        clean_sandboxes=lambda tag: tags.append(tag) or 5,
+        clean_sandboxes=clean_sandboxes,
         say=lambda _: None,
     )
     assert res.ok and res.sandbox_count == 2

@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
+import urllib3
 from test_cleanup_fast_units import DECOYS, FakeSSH, listing, sandbox, session, sid
 
 from abtest.batch import round as round_mod
@@ -132,7 +134,7 @@ def test_a_failed_listing_is_raised_by_result_not_dropped() -> None:
         def list_namespaced_event(self, namespace: str, **kw: Any) -> Resp:
             if kw.get("limit") == 1:
                 return super().list_namespaced_event(namespace, **kw)
-            raise pods.urllib3.exceptions.ProtocolError("connection reset")
+            raise urllib3.exceptions.ProtocolError("connection reset")
 
     listing_ = EventsListing(FakeCluster(Failing()), "abtest", {"p1"})  # type: ignore[arg-type]
     with pytest.raises(ClusterError, match="connection reset"):
@@ -253,7 +255,8 @@ def test_a_failed_events_listing_fails_the_round_after_its_cleanup(
     fake_round: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     deletes: list[str] = []
-    real_delete = round_mod.delete_pods
+    # the fixture's fake, patched onto the module (round re-exports no delete_pods of its own)
+    real_delete: Callable[[Any, str, str], None] = vars(round_mod)["delete_pods"]
 
     def delete(cluster: Any, namespace: str, selector: str) -> None:
         deletes.append(selector)
@@ -264,7 +267,7 @@ def test_a_failed_events_listing_fails_the_round_after_its_cleanup(
 
     def failing(namespace: str, **kw: Any) -> Resp:
         if kw.get("resource_version") is not None:
-            raise pods.urllib3.exceptions.ProtocolError("connection reset")
+            raise urllib3.exceptions.ProtocolError("connection reset")
         return real_list(namespace, **kw)
 
     monkeypatch.setattr(fake_round, "list_namespaced_event", failing)

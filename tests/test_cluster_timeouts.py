@@ -202,7 +202,9 @@ def _kubeconfig(tmp_path: Path, server: str) -> str:
 
 
 @pytest.fixture()
-def recording_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Cluster, list]:
+def recording_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Cluster, list[tuple[str, str, Any]]]:
     """A Cluster on a plain ApiClient (no default timeout), whose transport records each
     request's timeout and then fails it like an unreachable server."""
     base = connect(_kubeconfig(tmp_path, "https://127.0.0.1:1"))
@@ -235,7 +237,7 @@ CALLS: dict[str, Callable[[Cluster], object]] = {
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_every_api_call_passes_a_request_timeout(
-    name: str, recording_cluster: tuple[Cluster, list]
+    name: str, recording_cluster: tuple[Cluster, list[tuple[str, str, Any]]]
 ) -> None:
     cluster, seen = recording_cluster
     with pytest.raises(ClusterError):
@@ -246,7 +248,7 @@ def test_every_api_call_passes_a_request_timeout(
 
 
 def test_delete_calls_pass_a_request_timeout(
-    recording_cluster: tuple[Cluster, list], monkeypatch: pytest.MonkeyPatch
+    recording_cluster: tuple[Cluster, list[tuple[str, str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster, seen = recording_cluster
     # the delete itself, past the ownership check (which is tested above)
@@ -308,9 +310,9 @@ def test_ensure_namespace_waits_with_a_deadline_and_says_for_what(
     terminating = _owned_ns()
     terminating.metadata.deletion_timestamp = "2026-01-01T00:00:00Z"
     monkeypatch.setattr(namespaces, "_read", lambda c, n: terminating)
-    monkeypatch.setattr(namespaces.time, "sleep", lambda s: None)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     ticks = iter(range(0, 10_000, 1))
-    monkeypatch.setattr(namespaces.time, "monotonic", lambda: float(next(ticks)))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(ticks)))
     with pytest.raises(
         ClusterError, match=r"'abtest' is not usable after waiting 5 s.*terminating"
     ):

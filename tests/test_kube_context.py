@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, config
 
 from abtest.cli.options import with_kube
 from abtest.cluster import kubeconfig as kc
@@ -101,7 +101,7 @@ def test_in_cluster_service_account_when_no_kubeconfig(monkeypatch: pytest.Monke
         seen.append(client_configuration)
 
     monkeypatch.setattr(kc, "in_cluster", lambda: True)
-    monkeypatch.setattr(kc.config, "load_incluster_config", fake_incluster)
+    monkeypatch.setattr(config, "load_incluster_config", fake_incluster)
     cluster = connect(None)
     assert seen and cluster.source is not None and cluster.source.files == ()
     assert "in-cluster service account" in cluster.source.describe()

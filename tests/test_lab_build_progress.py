@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def test_second_estimate_comes_from_this_machine(fake_go: Path) -> None:
 
 def test_live_display_on_a_terminal(fake_go: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     screen = io.StringIO()
-    monkeypatch.setattr(build_progress.sys, "stdout", screen)
+    monkeypatch.setattr(sys, "stdout", screen)
     monkeypatch.setenv("FAKE_GO_BUILD_S", "0.1")
     lines: list[str] = []
     binaries.ensure_binaries(lines.append, live=True)

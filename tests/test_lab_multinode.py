@@ -167,7 +167,7 @@ def test_bad_node_counts_are_refused_before_anything_is_touched(
     def touched(*_a: object, **_k: object) -> None:
         raise AssertionError("the lab was touched")
 
-    monkeypatch.setattr(control.host, "require_root", touched)
+    monkeypatch.setattr(host, "require_root", touched)
     monkeypatch.setattr(control, "status", touched)
     for bad in (0, -1, layout.MAX_NODES + 1):
         with pytest.raises(UserError) as err:
@@ -253,7 +253,7 @@ def test_stale_node_objects_are_the_lab_nodes_beyond_the_count(
             for n in ("abtest-lab", "abtest-lab-2", "abtest-lab-3", "someone-else")
         ]
     }
-    monkeypatch.setattr(nodes.components, "api_get", lambda *a: listed)
+    monkeypatch.setattr(components, "api_get", lambda *a: listed)
     assert nodes.stale_node_objects(Paths(), {}, 1) == ["abtest-lab-2", "abtest-lab-3"]
     assert nodes.stale_node_objects(Paths(), {}, 2) == ["abtest-lab-3"]
     assert nodes.stale_node_objects(Paths(), {}, 3) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import tomllib
 import urllib.error
 from pathlib import Path
@@ -106,7 +107,7 @@ def test_node_handlers_reports_a_failing_crictl(
         stdout = ""
         stderr = "connect: connection refused"
 
-    monkeypatch.setattr(runtimes.subprocess, "run", lambda *a, **k: Proc())
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: Proc())
     handlers, error = runtimes.node_handlers(node)
     assert handlers == () and error is not None and "connection refused" in error
 

@@ -33,6 +33,7 @@ from abtest.node.health import (
 from abtest.node.lock import LockInfo, new_info, process_start
 from abtest.node.session import NodeSession
 from abtest.node.signals import Interrupted, SignalGuard
+from abtest.node.ssh_config import resolve
 from abtest.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.store.db import Store
 from abtest.store.journal import APPLIED, APPLYING, RESTORED, Journal
@@ -294,17 +295,17 @@ def test_resolve_alias_from_ssh_config(tmp_path: Path) -> None:
         f"  UserKnownHostsFile {tmp_path}/kh\n"
     )
     target = SSHTarget("node-x", None, None, None, False, None, str(cfg))
-    ep = ssh_mod.resolve(target)
+    ep = resolve(target)
     assert (ep.hostname, ep.port, ep.user, ep.key_files) == ("10.0.0.7", 2200, "ops", (str(key),))
     assert ep.known_hosts == f"{tmp_path}/kh"
     assert ep.host_key_name == "[10.0.0.7]:2200"
     # explicit profile fields win over the ssh config
     explicit = SSHTarget("node-x", 22, "root", "/k", True, "/kh2", str(cfg))
-    ep = ssh_mod.resolve(explicit)
+    ep = resolve(explicit)
     assert (ep.port, ep.user, ep.key_files, ep.known_hosts) == (22, "root", ("/k",), "/kh2")
     assert ep.host_key_name == "10.0.0.7"
     with pytest.raises(NodeError):
-        ssh_mod.resolve(replace(target, config_file=str(tmp_path / "missing")))
+        resolve(replace(target, config_file=str(tmp_path / "missing")))
 
 
 def test_run_quotes_every_argument(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
