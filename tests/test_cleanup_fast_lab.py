@@ -99,6 +99,7 @@ def create(core: Any, namespace: str, pod: client.V1Pod) -> None:
             raise
         return True
 
+    assert pod.metadata is not None
     wait_for(f"pod {namespace}/{pod.metadata.name} to be created", attempt, 60)
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
 from abtest.batch.run_record import new_run
@@ -58,7 +59,7 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
     try:
         with NodeSession(lab_profile) as node:
             before_all = _settled_sandbox_count(cluster, node, lab_profile.node_name)
-            results = []
+            results: list[RoundResult] = []
             clean_counts = []
             for _ in range(2):
                 result = run_round(

@@ -82,8 +82,13 @@ def _cleanup(clock: Clock, **kw: Any) -> round_mod.CleanupResult:
 
 def test_cleanup_parts_add_up_to_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
+
+    def count_pods(*a: Any) -> int:
+        calls.append("count")
+        return 0
+
     monkeypatch.setattr(round_mod, "delete_pods", lambda *a: calls.append("delete"))
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: calls.append("count") or 0)
+    monkeypatch.setattr(round_mod, "count_pods", count_pods)
     monkeypatch.setattr(round_mod, "wait_pods_gone", lambda *a: pytest.fail("nothing to watch"))
     clock = Clock()
     counts = iter([5, 3, 1])
@@ -111,7 +116,12 @@ def test_pods_left_in_the_api_are_watched_not_polled(monkeypatch: pytest.MonkeyP
     waited: list[float] = []
     monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
     monkeypatch.setattr(round_mod, "count_pods", lambda *a: 4)
-    monkeypatch.setattr(round_mod, "wait_pods_gone", lambda *a: waited.append(a[3]) or 0)
+
+    def wait_pods_gone(*a: Any) -> int:
+        waited.append(a[3])
+        return 0
+
+    monkeypatch.setattr(round_mod, "wait_pods_gone", wait_pods_gone)
     clock = Clock()
     res = _cleanup(clock)
     assert res.ok and res.api_s is not None

@@ -113,7 +113,8 @@ def _api_requests(profile: NodeProfile) -> dict[str, float]:
     """The API server's request counters: all, and those on pods."""
     cluster = connect(profile.kubeconfig)
     url = cluster.configuration.host + "/metrics"
-    text = cluster.api_client.rest_client.request("GET", url, headers={}).read().decode()
+    rest: Any = cluster.api_client.rest_client  # the kubernetes client leaves it unannotated
+    text = rest.request("GET", url, headers={}).read().decode()
     total = pods = 0.0
     for line in text.splitlines():
         if line.startswith("apiserver_request_total{"):

@@ -81,10 +81,16 @@ def test_three_nodes_heterogeneity_is_scipy_one_way_anova_and_each_vs_rest_is_ho
     c = got.contrasts[2]  # c vs a+b: the odd one out
     assert c.difference == pytest.approx(d["c"].mean() - np.concatenate([d["a"], d["b"]]).mean())
     assert c.difference_ci is not None and c.difference_ci[0] > 0
-    ps = [x.p_value for x in got.contrasts]
+    ps: list[float] = []
+    for x in got.contrasts:
+        assert x.p_value is not None
+        ps.append(x.p_value)
     holm_by_hand = sorted(ps)
     assert c.p_adjusted == pytest.approx(min(1.0, 3 * holm_by_hand[0]))
-    assert all(x.p_adjusted is not None and x.p_adjusted >= x.p_value for x in got.contrasts)
+    assert all(
+        x.p_adjusted is not None and x.p_value is not None and x.p_adjusted >= x.p_value
+        for x in got.contrasts
+    )
 
 
 def test_blocks_pair_within_a_node_only_and_repeated_rounds_average_on_the_log_scale() -> None:
@@ -492,4 +498,4 @@ def test_credentials_that_may_not_list_nodes_skip_the_cluster_check() -> None:
         def cluster_nodes(self, profile: Any) -> None:
             return None
 
-    check_fleet(_fleet_plan("node-a", "node-b").profiles, NoList())  # type: ignore[arg-type]
+    check_fleet(_fleet_plan("node-a", "node-b").profiles, NoList())

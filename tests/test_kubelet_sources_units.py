@@ -217,7 +217,11 @@ def test_pid_command_from_the_profile_is_used_and_validated(tmp_path: Path) -> N
     assert sources_check(node, {}).startswith("pid 31")
     assert node.shell == ["cat /run/k.pid"]
     bad = FakeNode(FakeSSH({}, {}), pid_command="echo kubelet")
-    bad.profile_command = lambda command, timeout=0: Result(command, 0, "kubelet\n", "")  # type: ignore[method-assign]
+
+    def says_kubelet(command: str, timeout: float = 0) -> Result:
+        return Result(command, 0, "kubelet\n", "")
+
+    bad.profile_command = says_kubelet  # type: ignore[method-assign]
     with pytest.raises(UserError, match="expected process ids"):
         sources_check(bad, {})
 
@@ -240,7 +244,11 @@ def test_a_stopped_unit_main_pid_0_is_no_kubelet() -> None:
     node = FakeNode(
         FakeSSH({}, {}), pid_command="systemctl show --property MainPID --value kubelet"
     )
-    node.profile_command = lambda command, timeout=0: Result(command, 0, "0\n", "")  # type: ignore[method-assign]
+
+    def says_0(command: str, timeout: float = 0) -> Result:
+        return Result(command, 0, "0\n", "")
+
+    node.profile_command = says_0  # type: ignore[method-assign]
     with pytest.raises(
         UserError, match=re.escape("no running kubelet found by kubelet.pid_command")
     ):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.lab
 
 
 def _core() -> client.CoreV1Api:
-    return client.CoreV1Api(config.new_client_from_config(str(layout.Paths().kubeconfig)))
+    # the kubernetes client leaves this one unannotated
+    new_client: Callable[[str], client.ApiClient] = config.new_client_from_config
+    return client.CoreV1Api(new_client(str(layout.Paths().kubeconfig)))
 
 
 def test_status_reports_every_component_healthy_and_node_ready(lab_up: None) -> None:
@@ -40,6 +43,7 @@ def test_status_reports_every_component_healthy_and_node_ready(lab_up: None) -> 
         assert st["components"][name]["healthy"] is True, name
         assert isinstance(st["components"][name]["pid"], int)
     node = _core().read_node(layout.NODE_NAME)
+    assert node.status is not None and node.status.node_info is not None
     assert node.status.node_info.kubelet_version == "v1.34.4"
     assert node.status.node_info.container_runtime_version.startswith("containerd://")
 
@@ -85,9 +89,11 @@ def test_a_busybox_pod_from_the_lab_image_becomes_ready(lab_up: None) -> None:
         ready = False
         while time.monotonic() < deadline and not ready:
             p = core.read_namespaced_pod("probe", ns)
+            assert p.status is not None
             ready = any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
             time.sleep(0.3)
         assert ready, f"pod not Ready: {p.status}"
+        assert p.spec is not None and p.status is not None and p.status.container_statuses
         assert p.spec.node_name == layout.NODE_NAME
         assert p.status.container_statuses[0].restart_count == 0
     finally:

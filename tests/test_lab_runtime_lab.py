@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kubernetes import client, config
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.lab
 
 
 def _core() -> client.CoreV1Api:
-    return client.CoreV1Api(config.new_client_from_config(str(layout.Paths().kubeconfig)))
+    # the kubernetes client leaves this one unannotated
+    new_client: Callable[[str], client.ApiClient] = config.new_client_from_config
+    return client.CoreV1Api(new_client(str(layout.Paths().kubeconfig)))
 
 
 def _status() -> dict[str, object]:
@@ -116,6 +118,7 @@ def test_each_pod_runs_under_its_runtime_class_handler(namespace: str) -> None:
     while pending and time.monotonic() < deadline:
         for name in sorted(pending):
             p = core.read_namespaced_pod(name, namespace)
+            assert p.status is not None
             if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []):
                 pods[name] = p
                 pending.discard(name)
@@ -124,7 +127,9 @@ def test_each_pod_runs_under_its_runtime_class_handler(namespace: str) -> None:
 
     seen: dict[str, str] = {}
     for name in want:
-        assert pods[name].spec.runtime_class_name == want[name]
+        spec = pods[name].spec
+        assert spec is not None
+        assert spec.runtime_class_name == want[name]
         ids = _crictl(
             "pods", "-q", "--namespace", namespace, "--name", name, "--state", "ready"
         ).split()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_a_over_a_with_a_swapped_binary_never_fails(
             visits = store.visits_frame(out["run_id"])
             arms = store.arms_frame(out["run_id"])
         assert (visits["applied"] == 1).all() and len(visits) == 2 * (4 if out["looks"] == 2 else 2)
-        cand = json.loads(arms.set_index("name").loc["candidate", "settings_json"])
+        cand = json.loads(cast(str, arms.set_index("name").loc["candidate", "settings_json"]))
         assert cand == {"kubelet.binary": CANDIDATE}
         _untouched(lab_profile, db, config_sha, binary_sha)
     finally:

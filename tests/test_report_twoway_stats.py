@@ -5,6 +5,7 @@ ratios) with intervals paired by block; none of them where the data cannot suppo
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,9 @@ SETTINGS = {False: 0.80, True: 0.70}  # settings: x0.8 on runc, x0.7 on crun
 TRUE_ROR = SETTINGS[True] / SETTINGS[False]  # 0.875
 
 
-def _rounds(blocks: int, sizes: tuple[int, ...] = (50, 100), noise: float = 0.02, seed: int = 1):
+def _rounds(
+    blocks: int, sizes: tuple[int, ...] = (50, 100), noise: float = 0.02, seed: int = 1
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for block in range(1, blocks + 1):
@@ -176,7 +179,11 @@ def test_the_interaction_is_a_paired_t_on_per_block_ratio_of_ratios() -> None:
     i = _table(rounds).interaction(50)
     assert i is not None and i.ratio_ci is not None
     at = rounds[rounds["size"] == 50].pivot(index="block", columns="arm", values="batch_ready_s")
-    per_block = np.log(at["combined"] / at["+crun"]) - np.log(at["+speedups"] / at["baseline"])
+    # a Series (numpy's ufuncs on a Series return one; pandas-stubs say ndarray)
+    per_block = cast(
+        "pd.Series[float]",
+        np.log(at["combined"] / at["+crun"]) - np.log(at["+speedups"] / at["baseline"]),
+    )
     t = one_sample_t(per_block.to_numpy(), 0.95)
     assert i.ratio_of_ratios == pytest.approx(math.exp(float(t.estimate)))
     assert i.ratio_ci == pytest.approx((math.exp(float(t.lo)), math.exp(float(t.hi))))

@@ -128,9 +128,10 @@ def decoy(cluster: Cluster, node: NodeSession, lab_profile: NodeProfile) -> Iter
             wait_for("the decoy pod to be created", create, 60)
 
         def all_stopped() -> list[str]:
-            phases = [
-                p.status.phase for p in core.list_namespaced_pod(DECOY, _request_timeout=30).items
-            ]
+            phases = []
+            for p in core.list_namespaced_pod(DECOY, _request_timeout=30).items:
+                assert p.status is not None
+                phases.append(p.status.phase)
             boxes = sandboxes_of(node, DECOY)
             stopped = [s["id"] for s in boxes if s.get("state") == "SANDBOX_NOTREADY"]
             done = phases.count("Succeeded") == DECOY_PODS and len(stopped) == DECOY_PODS

@@ -180,9 +180,13 @@ def test_known_hosts_merge_first_file_wins_and_odd_lines_are_skipped(tmp_path: P
     )
     glob.write_text(_line("[10.0.0.5]:2200", b) + _line("global-only", b))
     known = load_known_hosts((str(user), str(tmp_path / "missing"), str(glob)))
-    assert known.keys.lookup("[10.0.0.5]:2200")["ssh-ed25519"] == a  # the user file decides
-    assert known.keys.lookup("global-only")["ssh-ed25519"] == b  # the global file is read
-    assert known.keys.lookup("[hashed.example]:2222")["ssh-ed25519"] == c
+    from_user = known.keys.lookup("[10.0.0.5]:2200")
+    from_global = known.keys.lookup("global-only")
+    from_hashed = known.keys.lookup("[hashed.example]:2222")
+    assert from_user is not None and from_global is not None and from_hashed is not None
+    assert from_user["ssh-ed25519"] == a  # the user file decides
+    assert from_global["ssh-ed25519"] == b  # the global file is read
+    assert from_hashed["ssh-ed25519"] == c
     assert known.keys.lookup("anything.example") is None  # a CA line makes nothing known
 
 

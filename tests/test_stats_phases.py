@@ -4,6 +4,8 @@ and nothing is given an interval or a share the data cannot support."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -60,7 +62,7 @@ def _deltas(rounds: pd.DataFrame, seed: int = 3) -> pd.DataFrame:
     rows = []
     for r in rounds.itertuples():
         fast = r.arm == "+fast"
-        n = 3.0 * r.size
+        n = 3.0 * cast(int, r.size)
         sync = 0.050 - (STATUS_CUT if fast else 0.0) + rng.normal(0, 0.002)
         relist = 0.008 + rng.normal(0, 0.0005)  # unchanged by the arm
         rows += [
@@ -84,7 +86,7 @@ def _deltas(rounds: pd.DataFrame, seed: int = 3) -> pd.DataFrame:
                 "metric": "kubelet_started_pods_total",
                 "labels": "",
                 "delta_sum": None,
-                "delta_count": float(r.size),
+                "delta_count": float(cast(int, r.size)),
             },
         ]
     return pd.DataFrame(rows)

@@ -89,7 +89,10 @@ def test_a_real_effect_resolves_early_and_a_loose_precision_stops_sooner() -> No
     assert (nonzero > 0.99).all() and stops_tight[0] > 0.9  # a 30 % saving: the first look
     _, _, stops_loose = _simulate([0.0] * 3, 15.0, level, 5_000, seed=3)
     _, _, stops_tighter = _simulate([0.0] * 3, 8.0, level, 5_000, seed=3)
-    mean_look = lambda s: float((np.arange(1, len(LOOKS) + 1) * s).sum())  # noqa: E731
+
+    def mean_look(s: np.ndarray) -> float:
+        return float((np.arange(1, len(LOOKS) + 1) * s).sum())
+
     assert mean_look(stops_loose) < mean_look(stops_tighter)
 
 
