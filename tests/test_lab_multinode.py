@@ -460,3 +460,28 @@ def test_up_one_after_three_leaves_one_node_and_touches_nothing_of_node_one(
         assert not Path("/sys/class/net", node.pod_bridge).exists()
         assert node.name not in host.HOSTS.read_text()
         assert not any((c / node.name).exists() for c in host.CGROUP_ROOT.iterdir())
+
+
+def test_a_kept_kubelet_config_without_cluster_dns_is_named_at_up(tmp_path: Path) -> None:
+    """`up` never rewrites a kept kubelet config; one from before the cluster DNS address is
+    named, with the command that gives the node one."""
+    paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
+    one, two = Node(1, paths), Node(2, paths)
+    assert components.kept_config_notes(one) == []  # no config yet: up writes a fresh one
+    ports = {
+        "kubelet": 10250,
+        "kubelet_healthz": 10248,
+        two.port_key("kubelet"): 10260,
+        two.port_key("kubelet_healthz"): 10258,
+    }
+    for node in (one, two):
+        node.kubelet_config.parent.mkdir(parents=True)
+    one.kubelet_config.write_text(components.kubelet_config_text(one, ports))
+    assert components.kept_config_notes(one) == []
+    old = components.kubelet_config_text(two, ports).replace(
+        f"clusterDNS: [{layout.CLUSTER_DNS_IP}]\n", ""
+    )
+    two.kubelet_config.write_text(old)
+    (note,) = components.kept_config_notes(two)
+    assert note.startswith(f"{two.name}: ") and "MissingClusterDNS" in note
+    assert "abtest lab down --purge && abtest lab up" in note

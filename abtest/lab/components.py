@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import urllib.request
@@ -289,6 +290,21 @@ case "${{1:-}}" in
   *) echo "usage: $0 start|stop|restart|status" >&2; exit 2 ;;
 esac
 """
+
+
+def kept_config_notes(node: Node) -> list[str]:
+    """What a kubelet config kept from an older lab lacks that a fresh one has (`up` never
+    rewrites a kept config: an experiment's journaled change may be in it)."""
+    if not node.kubelet_config.exists():
+        return []
+    text = node.kubelet_config.read_text()
+    if re.search(r"^clusterDNS:", text, re.MULTILINE):
+        return []
+    return [
+        f"{node.name}: its kubelet config is from an older lab and has no clusterDNS, so "
+        "every pod writes MissingClusterDNS warning events at each sync (README, "
+        "'Cluster DNS'); `abtest lab down --purge && abtest lab up` gives it one"
+    ]
 
 
 def write_kubelet_files(node: Node, ports: dict[str, int], fresh: bool) -> Path:

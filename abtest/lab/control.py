@@ -185,6 +185,9 @@ def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatu
     state.save(paths)
     try:
         _prepare(paths, ports, fresh, want)
+        for node in want:
+            for note in components.kept_config_notes(node):
+                say("  note: " + note)
         for name in components.ORDER:
             _start_component(name, paths, ports, say)
             if name == "etcd":
