@@ -141,7 +141,7 @@ def test_markdown_and_html_carry_the_same_tables(model: ReportModel) -> None:
         tables.acceptance,
         tables.environment,
     ]
-    for table in (tables.combined, tables.excluded, tables.stages, tables.restarts):
+    for table in (tables.combined, tables.excluded, tables.stages, tables.restarts, tables.events):
         assert table is not None
         every.append(table)
     for table in every:

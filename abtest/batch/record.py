@@ -142,8 +142,8 @@ def record_round(
         _insert_many(
             conn,
             "events",
-            ("round_id", "pod", "reason", "message", "count"),
-            [(round_id, e.pod, e.reason, e.message, e.count) for e in result.events],
+            ("round_id", "pod", "reason", "message", "count", "type"),
+            [(round_id, e.pod, e.reason, e.message, e.count, e.type) for e in result.events],
         )
         _insert_many(
             conn,

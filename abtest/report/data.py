@@ -9,7 +9,7 @@ node is its own block factor, as the sweep's multi-node mode intends.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,8 @@ class RunData:
     pods: pd.DataFrame  # every pod of the run, plus ``latency_s`` and ``included``
     visits: pd.DataFrame
     deltas: pd.DataFrame  # metric deltas, plus ``included`` and ``per_obs_s``
+    # per round, its events summed by (reason, type), plus ``included``
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def stats_frame(self, metric: str) -> pd.DataFrame:
         """The rounds frame ``abtest.stats`` takes for ``metric``: included rounds that have it.
@@ -100,6 +102,9 @@ def load_run(store: Store, run_id: str) -> RunData:
         per_obs = deltas["delta_sum"].astype(float) / deltas["delta_count"].astype(float)
     deltas["per_obs_s"] = per_obs.where(deltas["delta_count"].astype(float) > 0)
 
+    events = store.events_frame(run_id)
+    events[INCLUDED] = (events["accepted"] == 1) & (events["warmup"] == 0)
+
     return RunData(
         run=run,
         env=env,
@@ -109,6 +114,7 @@ def load_run(store: Store, run_id: str) -> RunData:
         pods=pods,
         visits=store.visits_frame(run_id),
         deltas=deltas,
+        events=events,
     )
 
 

@@ -1,5 +1,5 @@
 """The descriptive tables of a run: acceptance counts, rounds left out, kubelet stage deltas,
-restart-to-healthy medians, the environment. Counting, sums and medians only; no intervals.
+events per pod, restart-to-healthy medians, the environment. Counting, sums and medians only; no intervals.
 """
 
 from __future__ import annotations
@@ -67,6 +67,25 @@ class StageDelta:
     arm: str
     n_rounds: int
     median_s: float
+
+
+@dataclass(frozen=True)
+class EventRate:
+    """One event reason of one arm at one size: events per pod (summed over the round's
+    pods, repeats counted), the median over the arm's analysed rounds (0 where a round had
+    none). ``type`` is Normal or Warning; '' for events stored before types were recorded."""
+
+    reason: str
+    type: str
+    arm: str
+    size: int
+    n_rounds: int
+    per_pod_median: float
+
+
+# A warning the kubelet writes at least this often per pod, in the median round, is a property
+# of the node's setup (it repeats for every pod), not of one unlucky pod.
+REPEATED_WARNING_PER_POD = 1.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +162,60 @@ def stages(data: RunData) -> tuple[StageDelta, ...]:
     ]
     rows.sort(key=lambda r: (r.metric, r.labels, order.get(r.arm, len(order))))
     return tuple(rows)
+
+
+def event_rates(data: RunData) -> tuple[EventRate, ...]:
+    events = data.events
+    if events.empty:
+        return ()
+    events = events[events[INCLUDED]]
+    rounds = data.rounds[data.rounds[INCLUDED]]
+    if events.empty or rounds.empty:
+        return ()
+    kinds = events.assign(type=events["type"].fillna("").astype(str))
+    per_round = kinds.pivot_table(
+        index="round_id", columns=["reason", "type"], values="events", aggfunc="sum"
+    )
+    # every analysed round, also those with no event of a reason: they count as 0
+    per_round = per_round.reindex(rounds["id"].to_numpy()).fillna(0.0)
+    size = rounds.set_index("id")["size"].astype(float)
+    per_pod = per_round.div(size.reindex(per_round.index), axis=0)
+    order = {a.name: i for i, a in enumerate(data.arms)}
+    out: list[EventRate] = []
+    for (arm, n_pods), ids in rounds.groupby(["arm", "size"])["id"]:
+        cells = per_pod.loc[ids.to_numpy()]
+        for reason, kind in cells.columns:
+            out.append(
+                EventRate(
+                    reason=str(reason),
+                    type=str(kind),
+                    arm=str(arm),
+                    size=int(n_pods),
+                    n_rounds=len(cells),
+                    per_pod_median=float(cells[(reason, kind)].median()),
+                )
+            )
+    out.sort(key=lambda r: (r.type != "Warning", r.reason, r.size, order.get(r.arm, len(order))))
+    return tuple(out)
+
+
+def repeated_warnings(rates: tuple[EventRate, ...]) -> tuple[str, ...]:
+    """A note per warning reason the kubelet wrote about every pod (median round): such a
+    warning costs API writes in every round and usually comes from the node's setup, so a
+    setting that silences it can look like a speed-up of the pods themselves."""
+    worst: dict[str, EventRate] = {}
+    for r in rates:
+        if r.type == "Warning" and r.per_pod_median >= REPEATED_WARNING_PER_POD:
+            if r.reason not in worst or r.per_pod_median > worst[r.reason].per_pod_median:
+                worst[r.reason] = r
+    return tuple(
+        f"every pod got {r.per_pod_median:.3g} {reason} warning events in the median round "
+        f"({r.arm}, {r.size} pods): a warning repeated for every pod costs API writes in every "
+        "round and usually comes from the node's setup (for MissingClusterDNS: no clusterDNS "
+        "in the kubelet config); fix it on the node before reading small differences, since "
+        "an arm that silences it gains from that alone"
+        for reason, r in sorted(worst.items())
+    )
 
 
 def restarts(data: RunData) -> tuple[RestartRow, ...]:

@@ -5,7 +5,8 @@ number with an interval: ``compare`` per metric (Holm across the arms of each si
 ``attribution`` per size when the run has a baseline, several factors and single/combined arms,
 ``factorial_effects`` for factorial designs, and ``estimate_contrast`` with one arm for the
 interval of an arm's mean. The renderers only format this model. The only arithmetic done here
-is counting, sums and medians for the descriptive tables (acceptance, kubelet stages, restarts).
+is counting, sums and medians for the descriptive tables (acceptance, kubelet stages, events
+per pod, restarts).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from abtest.errors import UserError
 from abtest.report.data import INCLUDED, ArmInfo, RunData, load_run
 from abtest.report.descriptive import (
     AcceptanceRow,
+    EventRate,
     ExcludedRound,
     RestartRow,
     StageDelta,
     acceptance,
     environment,
+    event_rates,
     excluded,
+    repeated_warnings,
     restarts,
     stages,
 )
@@ -107,6 +111,8 @@ class ReportModel:
     two_way: TwoWay | None = None
     pod_factor: PodSpecFactor | None = None
     time_went: tuple[TimeWent, ...] = ()
+    # events per pod by reason (median round), per arm and size: the node's repeated warnings
+    events: tuple[EventRate, ...] = ()
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -181,6 +187,8 @@ def build_model(
     two_way_table, pod_factor = build_two_way(data, confidence, notes)
     time_went = build_time_went(data, base, confidence, notes)
     included = data.rounds[data.rounds[INCLUDED]]
+    rates = event_rates(data)
+    notes.extend(repeated_warnings(rates))
     return ReportModel(
         run_id=run_id,
         run=data.run,
@@ -211,6 +219,7 @@ def build_model(
         two_way=two_way_table,
         pod_factor=pod_factor,
         time_went=time_went,
+        events=rates,
     )
 
 

@@ -27,6 +27,7 @@ from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
     acceptance_table,
     attribution_table,
+    events_table,
     excluded_table,
     factorial_table,
     restarts_table,
@@ -59,6 +60,7 @@ class ReportTables:
     # with kubelet factors)
     two_way: tuple[Table, ...] = ()
     time_went: tuple[Table, ...] = ()  # per arm vs baseline: phases and top kubelet stages
+    events: Table | None = None  # events per pod by reason, per arm and size
 
 
 def build_tables(model: ReportModel) -> ReportTables:
@@ -88,6 +90,7 @@ def build_tables(model: ReportModel) -> ReportTables:
         fleet=fleet_tables(model.fleet, model.baseline, ci),
         two_way=two_way_tables(model, ci),
         time_went=time_went_tables(model, ci),
+        events=events_table(model),
     )
 
 

@@ -197,6 +197,33 @@ def stages_table(model: ReportModel) -> Table | None:
     )
 
 
+def events_table(model: ReportModel) -> Table | None:
+    if not model.events:
+        return None
+    arms = [a for a in model.arm_names() if any(e.arm == a for e in model.events)]
+    by_key: dict[tuple[str, str, int], dict[str, str]] = {}
+    for e in model.events:
+        by_key.setdefault((e.reason, e.type, e.size), {})[e.arm] = num(e.per_pod_median, 2)
+    rows = [
+        [reason, kind or DASH, str(size), *(cells.get(a, DASH) for a in arms)]
+        for (reason, kind, size), cells in by_key.items()
+    ]
+    return make_table(
+        key="events-per-pod",
+        title="Events per pod, by reason (median over analysed rounds)",
+        columns=["Reason", "Type", "Pods", *arms],
+        rows=rows,
+        left=3,
+        notes=[
+            "The events about the round's pods as listed at the end of the round (scheduler "
+            "and kubelet), repeats counted, divided by the round's pods; warnings first. "
+            "A warning near 1 or more per pod repeats for every pod: look for its cause on "
+            "the node. Descriptive, no intervals; a dash in Type: stored before event types "
+            "were recorded."
+        ],
+    )
+
+
 def _short_metric(metric: str) -> str:
     return metric.removeprefix("kubelet_").removesuffix("_seconds")
 

@@ -167,6 +167,7 @@ def frames(model: ReportModel) -> dict[str, pd.DataFrame]:
             ]
         ),
         "kubelet_stages": pd.DataFrame([plain(s) for s in model.stages]),
+        "events_per_pod": pd.DataFrame([plain(e) for e in model.events]),
         "restarts": pd.DataFrame([plain(r) for r in model.restarts]),
         "environment": pd.DataFrame(model.environment, columns=["item", "value"]),
         **reference_frames(model),
@@ -249,6 +250,7 @@ def to_json(model: ReportModel) -> dict[str, Any]:
             "acceptance": model.acceptance,
             "excluded_rounds": model.excluded,
             "kubelet_stages": model.stages,
+            "events_per_pod": model.events,
             "restarts": model.restarts,
             "notes": model.notes,
             "rounds": _records(tidy.get("rounds")),

@@ -152,6 +152,15 @@ class Store:
     def arms_frame(self, run_id: str) -> pd.DataFrame:
         return self.frame("SELECT * FROM arms WHERE run_id = ?", (run_id,))
 
+    def events_frame(self, run_id: str) -> pd.DataFrame:
+        """Each round's events, summed per (reason, type): the round's pod count is its size."""
+        return self.frame(
+            "SELECT e.round_id, e.reason, e.type, SUM(e.count) AS events, r.arm, r.size, "
+            "r.warmup, r.accepted FROM events e JOIN rounds r ON r.id = e.round_id "
+            "WHERE r.run_id = ? GROUP BY e.round_id, e.reason, e.type ORDER BY e.round_id",
+            (run_id,),
+        )
+
     def metric_deltas_frame(self, run_id: str) -> pd.DataFrame:
         return self.frame(
             "SELECT m.*, r.arm, r.size, r.block, r.warmup, r.accepted FROM metric_deltas m "

@@ -153,6 +153,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (round_id, phase, part)
     );
     """,
+    # v2 -> v3: each event's type (Normal | Warning), so a report can name the warnings the
+    # kubelet repeats for every pod; NULL for events stored before v3 (not recorded then).
+    """
+    ALTER TABLE events ADD COLUMN type TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
