@@ -98,7 +98,17 @@ def test_html_report_renders_in_headless_chromium(
         *tables.time_went,
         tables.acceptance,
         tables.environment,
-        *(t for t in (tables.combined, tables.excluded, tables.stages, tables.restarts) if t),
+        *(
+            t
+            for t in (
+                tables.combined,
+                tables.excluded,
+                tables.stages,
+                tables.restarts,
+                tables.events,
+            )
+            if t
+        ),
     ]
     assert len(re.findall(r"<table[\s>]", dom)) == len(expected)
     for table in expected:

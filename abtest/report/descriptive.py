@@ -1,5 +1,6 @@
 """The descriptive tables of a run: acceptance counts, rounds left out, kubelet stage deltas,
-events per pod, restart-to-healthy medians, the environment. Counting, sums and medians only; no intervals.
+events per pod, restart-to-healthy medians, the environment. Counting, sums and medians only;
+no intervals.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -184,15 +185,16 @@ def event_rates(data: RunData) -> tuple[EventRate, ...]:
     out: list[EventRate] = []
     for (arm, n_pods), ids in rounds.groupby(["arm", "size"])["id"]:
         cells = per_pod.loc[ids.to_numpy()]
-        for reason, kind in cells.columns:
+        for column in cells.columns:
+            reason, kind = cast(tuple[str, str], column)  # the pivot's (reason, type) columns
             out.append(
                 EventRate(
                     reason=str(reason),
                     type=str(kind),
                     arm=str(arm),
-                    size=int(n_pods),
+                    size=int(str(n_pods)),
                     n_rounds=len(cells),
-                    per_pod_median=float(cells[(reason, kind)].median()),
+                    per_pod_median=float(cells[column].median()),
                 )
             )
     out.sort(key=lambda r: (r.type != "Warning", r.reason, r.size, order.get(r.arm, len(order))))
@@ -205,9 +207,10 @@ def repeated_warnings(rates: tuple[EventRate, ...]) -> tuple[str, ...]:
     setting that silences it can look like a speed-up of the pods themselves."""
     worst: dict[str, EventRate] = {}
     for r in rates:
-        if r.type == "Warning" and r.per_pod_median >= REPEATED_WARNING_PER_POD:
-            if r.reason not in worst or r.per_pod_median > worst[r.reason].per_pod_median:
-                worst[r.reason] = r
+        if r.type != "Warning" or r.per_pod_median < REPEATED_WARNING_PER_POD:
+            continue
+        if r.reason not in worst or r.per_pod_median > worst[r.reason].per_pod_median:
+            worst[r.reason] = r
     return tuple(
         f"every pod got {r.per_pod_median:.3g} {reason} warning events in the median round "
         f"({r.arm}, {r.size} pods): a warning repeated for every pod costs API writes in every "
