@@ -485,3 +485,8 @@ def test_a_kept_kubelet_config_without_cluster_dns_is_named_at_up(tmp_path: Path
     (note,) = components.kept_config_notes(two)
     assert note.startswith(f"{two.name}: ") and "MissingClusterDNS" in note
     assert "abtest lab down --purge && abtest lab up" in note
+    # an empty list is no cluster DNS either; a file that does not parse is the kubelet's to name
+    two.kubelet_config.write_text(old + "clusterDNS: []\n")
+    assert len(components.kept_config_notes(two)) == 1
+    two.kubelet_config.write_text("clusterDNS: [\n")
+    assert components.kept_config_notes(two) == []

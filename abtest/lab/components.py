@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from abtest.lab import layout
 from abtest.lab.files import PUBLIC_FILE, write_file
@@ -297,8 +299,11 @@ def kept_config_notes(node: Node) -> list[str]:
     rewrites a kept config: an experiment's journaled change may be in it)."""
     if not node.kubelet_config.exists():
         return []
-    text = node.kubelet_config.read_text()
-    if re.search(r"^clusterDNS:", text, re.MULTILINE):
+    try:
+        config = YAML(typ="safe", pure=True).load(node.kubelet_config.read_text())
+    except YAMLError:
+        return []  # not ours to judge here: the kubelet's own start names what is wrong
+    if not isinstance(config, dict) or config.get("clusterDNS"):
         return []
     return [
         f"{node.name}: its kubelet config is from an older lab and has no clusterDNS, so "

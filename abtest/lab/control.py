@@ -316,7 +316,7 @@ def _prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node])
         "kube-apiserver",
         server=True,
         dns=("kubernetes", "kubernetes.default", "localhost"),
-        ips=("127.0.0.1", "10.253.0.1"),
+        ips=("127.0.0.1", layout.API_SERVICE_IP),
     )
     pki.issue(
         ca,

@@ -8,6 +8,7 @@ change there too. Nodes 2..N (`lab up --nodes N`) live under `<state>/nodes/<nam
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,12 +33,16 @@ HOSTS_MARK = "# abtest-lab node proxy"
 POD_BRIDGE = "abtlab-br0"
 POD_SUBNET = "10.252.0.0/16"
 SERVICE_SUBNET = "10.253.0.0/24"
+_SERVICES = ipaddress.ip_network(SERVICE_SUBNET)
+# The `kubernetes` Service's address (the range's first), which the API server's certificate
+# must name for in-cluster clients.
+API_SERVICE_IP = str(_SERVICES[1])
 # The cluster DNS address every real node's kubelet is given (kubeadm: the service range's
 # tenth address). Nothing answers there (pods in the lab resolve no names), but without it the
 # kubelet falls back to the host's resolv.conf for every ClusterFirst pod and writes a
 # MissingClusterDNS warning event at each of the pod's syncs: on the lab 1 create and 3 patches
 # per pod, 200 of a 50-pod batch's ~450 API writes, which no node in a pool carries.
-CLUSTER_DNS_IP = "10.253.0.10"
+CLUSTER_DNS_IP = str(_SERVICES[10])
 BUSYBOX_IMAGE = "docker.io/library/busybox:1.36.1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # How many nodes `lab up --nodes N` may run on this machine. Each extra node is a kubelet
