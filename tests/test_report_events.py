@@ -8,13 +8,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from test_report_model import build_sweep
 
 from abtest.report import build_model, build_tables, render_markdown
 from abtest.report.fmt import DASH
 from abtest.report.model import ReportModel
 from abtest.store.db import Store
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
-from tests.test_report_model import build_sweep
 
 
 def _add_events(store: Store, run_id: str) -> None:
