@@ -89,21 +89,21 @@ def load_run(store: Store, run_id: str) -> RunData:
     arms = _display_order(stored, factors)
 
     rounds = rounds.copy()
-    rounds[INCLUDED] = (rounds["accepted"] == 1) & (rounds["warmup"] == 0)
+    rounds[INCLUDED] = _analysed(rounds)
     rounds["block_label"] = _block_labels(rounds)
 
     pods = store.pods_frame(run_id)
     pods["latency_s"] = pods["ready_s"] - pods["sent_s"]
-    pods[INCLUDED] = (pods["accepted"] == 1) & (pods["warmup"] == 0)
+    pods[INCLUDED] = _analysed(pods)
 
     deltas = store.metric_deltas_frame(run_id)
-    deltas[INCLUDED] = (deltas["accepted"] == 1) & (deltas["warmup"] == 0)
+    deltas[INCLUDED] = _analysed(deltas)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_obs = deltas["delta_sum"].astype(float) / deltas["delta_count"].astype(float)
     deltas["per_obs_s"] = per_obs.where(deltas["delta_count"].astype(float) > 0)
 
     events = store.events_frame(run_id)
-    events[INCLUDED] = (events["accepted"] == 1) & (events["warmup"] == 0)
+    events[INCLUDED] = _analysed(events)
 
     return RunData(
         run=run,
@@ -116,6 +116,11 @@ def load_run(store: Store, run_id: str) -> RunData:
         deltas=deltas,
         events=events,
     )
+
+
+def _analysed(frame: pd.DataFrame) -> pd.Series:
+    """Rows of accepted, non-warm-up rounds (the frame carries its round's two flags)."""
+    return (frame["accepted"] == 1) & (frame["warmup"] == 0)
 
 
 def _json_object(text: object) -> dict[str, Any]:

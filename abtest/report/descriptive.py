@@ -192,7 +192,7 @@ def event_rates(data: RunData) -> tuple[EventRate, ...]:
                     reason=str(reason),
                     type=str(kind),
                     arm=str(arm),
-                    size=int(str(n_pods)),
+                    size=int(cast(int, n_pods)),
                     n_rounds=len(cells),
                     per_pod_median=float(cells[column].median()),
                 )
