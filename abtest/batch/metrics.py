@@ -39,6 +39,9 @@ COUNTERS: tuple[str, ...] = (
     "kubelet_runtime_operations_errors_total",
     "kubelet_restarted_pods_total",
     "kubelet_pleg_discard_events",
+    # the kubelet's own API requests by method and code (client-go): what a setting takes off
+    # the API server, e.g. the event writes a lower eventRecordQPS holds back
+    "rest_client_requests_total",
 )
 
 Key = tuple[str, str]  # (metric, canonical labels)

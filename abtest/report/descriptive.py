@@ -1,11 +1,13 @@
 """The descriptive tables of a run: acceptance counts, rounds left out, kubelet stage deltas,
-events per pod, restart-to-healthy medians, the environment. Counting, sums and medians only;
+events per pod, the kubelet's API requests per pod, restart-to-healthy medians, the
+environment. Counting, sums and medians only;
 no intervals.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
@@ -68,6 +70,27 @@ class StageDelta:
     arm: str
     n_rounds: int
     median_s: float
+
+
+# the kubelet's client-go request counter (labels: code, host, method)
+API_REQUESTS_METRIC = "rest_client_requests_total"
+# a stored label set, as the batch engine writes it: name="value",... (values escaped)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class ApiRequestRate:
+    """The kubelet's API requests of one method and status code, per pod of one arm at one
+    size: the round's counter delta (metrics scraped before the round and after its
+    observation window, before cleanup) divided by its pods, the median over the arm's
+    analysed rounds (0 where a round made none)."""
+
+    method: str
+    code: str
+    arm: str
+    size: int
+    n_rounds: int
+    per_pod_median: float
 
 
 @dataclass(frozen=True)
@@ -198,6 +221,52 @@ def event_rates(data: RunData) -> tuple[EventRate, ...]:
                 )
             )
     out.sort(key=lambda r: (r.type != "Warning", r.reason, r.size, order.get(r.arm, len(order))))
+    return tuple(out)
+
+
+def api_request_rates(data: RunData) -> tuple[ApiRequestRate, ...]:
+    deltas = data.deltas
+    if deltas.empty:
+        return ()
+    rows = deltas[deltas[INCLUDED] & (deltas["metric"] == API_REQUESTS_METRIC)]
+    rounds = data.rounds[data.rounds[INCLUDED]]
+    if rows.empty or rounds.empty:
+        return ()
+    labels = [dict(_LABEL.findall(str(text or ""))) for text in rows["labels"]]
+    keyed = pd.DataFrame(
+        {
+            "round_id": rows["round_id"].to_numpy(),
+            "method": [lab.get("method", "") for lab in labels],
+            "code": [lab.get("code", "") for lab in labels],
+            "requests": pd.to_numeric(rows["delta_count"], errors="coerce").to_numpy(),
+        }
+    )
+    # summed over the API server addresses the kubelet used (the host label)
+    per_round = keyed.pivot_table(
+        index="round_id", columns=["method", "code"], values="requests", aggfunc="sum"
+    )
+    # only rounds whose scrape worked have a row; among those, a missing (method, code) is 0
+    scraped = rounds[rounds["id"].isin(per_round.index)]
+    per_round = per_round.reindex(scraped["id"].to_numpy()).fillna(0.0)
+    size = scraped.set_index("id")["size"].astype(float)
+    per_pod = per_round.div(size.reindex(per_round.index), axis=0)
+    order = {a.name: i for i, a in enumerate(data.arms)}
+    out: list[ApiRequestRate] = []
+    for (arm, n_pods), ids in scraped.groupby(["arm", "size"])["id"]:
+        cells = per_pod.loc[ids.to_numpy()]
+        for column in cells.columns:
+            method, code = cast(tuple[str, str], column)  # the pivot's (method, code) columns
+            out.append(
+                ApiRequestRate(
+                    method=str(method),
+                    code=str(code),
+                    arm=str(arm),
+                    size=int(cast(int, n_pods)),
+                    n_rounds=len(cells),
+                    per_pod_median=float(cells[column].median()),
+                )
+            )
+    out.sort(key=lambda r: (r.method, r.code, r.size, order.get(r.arm, len(order))))
     return tuple(out)
 
 

@@ -19,11 +19,13 @@ from abtest.errors import UserError
 from abtest.report.data import INCLUDED, ArmInfo, RunData, load_run
 from abtest.report.descriptive import (
     AcceptanceRow,
+    ApiRequestRate,
     EventRate,
     ExcludedRound,
     RestartRow,
     StageDelta,
     acceptance,
+    api_request_rates,
     environment,
     event_rates,
     excluded,
@@ -113,6 +115,8 @@ class ReportModel:
     time_went: tuple[TimeWent, ...] = ()
     # events per pod by reason (median round), per arm and size: the node's repeated warnings
     events: tuple[EventRate, ...] = ()
+    # the kubelet's API requests per pod by method and code (median round), per arm and size
+    api_requests: tuple[ApiRequestRate, ...] = ()
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -220,6 +224,7 @@ def build_model(
         pod_factor=pod_factor,
         time_went=time_went,
         events=rates,
+        api_requests=api_request_rates(data),
     )
 
 

@@ -26,6 +26,7 @@ from abtest.report.fmt import (
 from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
     acceptance_table,
+    api_requests_table,
     attribution_table,
     events_table,
     excluded_table,
@@ -61,6 +62,7 @@ class ReportTables:
     two_way: tuple[Table, ...] = ()
     time_went: tuple[Table, ...] = ()  # per arm vs baseline: phases and top kubelet stages
     events: Table | None = None  # events per pod by reason, per arm and size
+    api_requests: Table | None = None  # the kubelet's API requests per pod, per arm and size
 
 
 def build_tables(model: ReportModel) -> ReportTables:
@@ -91,6 +93,7 @@ def build_tables(model: ReportModel) -> ReportTables:
         two_way=two_way_tables(model, ci),
         time_went=time_went_tables(model, ci),
         events=events_table(model),
+        api_requests=api_requests_table(model),
     )
 
 

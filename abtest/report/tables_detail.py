@@ -224,6 +224,33 @@ def events_table(model: ReportModel) -> Table | None:
     )
 
 
+def api_requests_table(model: ReportModel) -> Table | None:
+    if not model.api_requests:
+        return None
+    arms = [a for a in model.arm_names() if any(r.arm == a for r in model.api_requests)]
+    by_key: dict[tuple[str, str, int], dict[str, str]] = {}
+    for r in model.api_requests:
+        by_key.setdefault((r.method, r.code, r.size), {})[r.arm] = num(r.per_pod_median, 2)
+    rows = [
+        [method, code, str(size), *(cells.get(a, DASH) for a in arms)]
+        for (method, code, size), cells in by_key.items()
+    ]
+    return make_table(
+        key="api-requests-per-pod",
+        title="Kubelet API requests per pod, by method and code (median over analysed rounds)",
+        columns=["Method", "Code", "Pods", *arms],
+        rows=rows,
+        left=3,
+        notes=[
+            "The kubelet's own requests to the API server (client-go's "
+            "rest_client_requests_total) between the metrics scraped before the round and "
+            "after its observation window, cleanup not included, divided by the round's pods. "
+            "Per pod at start-up: a TokenRequest and the kubelet's events are POSTs (201), each "
+            "status write a GET and a PATCH. Descriptive, no intervals."
+        ],
+    )
+
+
 def _short_metric(metric: str) -> str:
     return metric.removeprefix("kubelet_").removesuffix("_seconds")
 
