@@ -188,6 +188,35 @@ def stages(data: RunData) -> tuple[StageDelta, ...]:
     return tuple(rows)
 
 
+def _per_pod_medians(
+    rounds: pd.DataFrame, counts: pd.DataFrame, keys: list[str], value: str
+) -> list[tuple[str, str, str, int, int, float]]:
+    """Per (arm, size) of ``rounds`` and per two-part key of ``counts`` (columns round_id,
+    *keys, value): the per-round sum divided by the round's pods, the median over the arm's
+    rounds, a round without the key counted as 0. ``(key1, key2, arm, size, n_rounds,
+    median)``."""
+    per_round = counts.pivot_table(index="round_id", columns=keys, values=value, aggfunc="sum")
+    per_round = per_round.reindex(rounds["id"].to_numpy()).fillna(0.0)
+    size = rounds.set_index("id")["size"].astype(float)
+    per_pod = per_round.div(size.reindex(per_round.index), axis=0)
+    out: list[tuple[str, str, str, int, int, float]] = []
+    for (arm, n_pods), ids in rounds.groupby(["arm", "size"])["id"]:
+        cells = per_pod.loc[ids.to_numpy()]
+        for column in cells.columns:
+            first, second = cast(tuple[str, str], column)  # the pivot's two-part key
+            out.append(
+                (
+                    str(first),
+                    str(second),
+                    str(arm),
+                    int(cast(int, n_pods)),
+                    len(cells),
+                    float(cells[column].median()),
+                )
+            )
+    return out
+
+
 def event_rates(data: RunData) -> tuple[EventRate, ...]:
     events = data.events
     if events.empty:
@@ -197,29 +226,9 @@ def event_rates(data: RunData) -> tuple[EventRate, ...]:
     if events.empty or rounds.empty:
         return ()
     kinds = events.assign(type=events["type"].fillna("").astype(str))
-    per_round = kinds.pivot_table(
-        index="round_id", columns=["reason", "type"], values="events", aggfunc="sum"
-    )
     # every analysed round, also those with no event of a reason: they count as 0
-    per_round = per_round.reindex(rounds["id"].to_numpy()).fillna(0.0)
-    size = rounds.set_index("id")["size"].astype(float)
-    per_pod = per_round.div(size.reindex(per_round.index), axis=0)
+    out = [EventRate(*row) for row in _per_pod_medians(rounds, kinds, ["reason", "type"], "events")]
     order = {a.name: i for i, a in enumerate(data.arms)}
-    out: list[EventRate] = []
-    for (arm, n_pods), ids in rounds.groupby(["arm", "size"])["id"]:
-        cells = per_pod.loc[ids.to_numpy()]
-        for column in cells.columns:
-            reason, kind = cast(tuple[str, str], column)  # the pivot's (reason, type) columns
-            out.append(
-                EventRate(
-                    reason=str(reason),
-                    type=str(kind),
-                    arm=str(arm),
-                    size=int(cast(int, n_pods)),
-                    n_rounds=len(cells),
-                    per_pod_median=float(cells[column].median()),
-                )
-            )
     out.sort(key=lambda r: (r.type != "Warning", r.reason, r.size, order.get(r.arm, len(order))))
     return tuple(out)
 
@@ -241,31 +250,11 @@ def api_request_rates(data: RunData) -> tuple[ApiRequestRate, ...]:
             "requests": pd.to_numeric(rows["delta_count"], errors="coerce").to_numpy(),
         }
     )
-    # summed over the API server addresses the kubelet used (the host label)
-    per_round = keyed.pivot_table(
-        index="round_id", columns=["method", "code"], values="requests", aggfunc="sum"
-    )
-    # only rounds whose scrape worked have a row; among those, a missing (method, code) is 0
-    scraped = rounds[rounds["id"].isin(per_round.index)]
-    per_round = per_round.reindex(scraped["id"].to_numpy()).fillna(0.0)
-    size = scraped.set_index("id")["size"].astype(float)
-    per_pod = per_round.div(size.reindex(per_round.index), axis=0)
+    # only rounds whose scrape worked count; the host label is summed over
+    scraped = rounds[rounds["id"].isin(keyed["round_id"])]
+    medians = _per_pod_medians(scraped, keyed, ["method", "code"], "requests")
+    out = [ApiRequestRate(*row) for row in medians]
     order = {a.name: i for i, a in enumerate(data.arms)}
-    out: list[ApiRequestRate] = []
-    for (arm, n_pods), ids in scraped.groupby(["arm", "size"])["id"]:
-        cells = per_pod.loc[ids.to_numpy()]
-        for column in cells.columns:
-            method, code = cast(tuple[str, str], column)  # the pivot's (method, code) columns
-            out.append(
-                ApiRequestRate(
-                    method=str(method),
-                    code=str(code),
-                    arm=str(arm),
-                    size=int(cast(int, n_pods)),
-                    n_rounds=len(cells),
-                    per_pod_median=float(cells[column].median()),
-                )
-            )
     out.sort(key=lambda r: (r.method, r.code, r.size, order.get(r.arm, len(order))))
     return tuple(out)
 

@@ -197,17 +197,28 @@ def stages_table(model: ReportModel) -> Table | None:
     )
 
 
+def _arms_across(
+    model: ReportModel, cells: list[tuple[str, str, int, str, float]]
+) -> tuple[list[str], list[list[str]]]:
+    """Per-pod medians ``(key1, key2, size, arm, value)`` as rows ``key1, key2, size`` with
+    one column per arm that has any (a dash where an arm lacks the row)."""
+    arms = [a for a in model.arm_names() if any(c[3] == a for c in cells)]
+    by_key: dict[tuple[str, str, int], dict[str, str]] = {}
+    for first, second, size, arm, value in cells:
+        by_key.setdefault((first, second, size), {})[arm] = num(value, 2)
+    rows = [
+        [first, second, str(size), *(row.get(a, DASH) for a in arms)]
+        for (first, second, size), row in by_key.items()
+    ]
+    return arms, rows
+
+
 def events_table(model: ReportModel) -> Table | None:
     if not model.events:
         return None
-    arms = [a for a in model.arm_names() if any(e.arm == a for e in model.events)]
-    by_key: dict[tuple[str, str, int], dict[str, str]] = {}
-    for e in model.events:
-        by_key.setdefault((e.reason, e.type, e.size), {})[e.arm] = num(e.per_pod_median, 2)
-    rows = [
-        [reason, kind or DASH, str(size), *(cells.get(a, DASH) for a in arms)]
-        for (reason, kind, size), cells in by_key.items()
-    ]
+    arms, rows = _arms_across(
+        model, [(e.reason, e.type or DASH, e.size, e.arm, e.per_pod_median) for e in model.events]
+    )
     return make_table(
         key="events-per-pod",
         title="Events per pod, by reason (median over analysed rounds)",
@@ -227,14 +238,10 @@ def events_table(model: ReportModel) -> Table | None:
 def api_requests_table(model: ReportModel) -> Table | None:
     if not model.api_requests:
         return None
-    arms = [a for a in model.arm_names() if any(r.arm == a for r in model.api_requests)]
-    by_key: dict[tuple[str, str, int], dict[str, str]] = {}
-    for r in model.api_requests:
-        by_key.setdefault((r.method, r.code, r.size), {})[r.arm] = num(r.per_pod_median, 2)
-    rows = [
-        [method, code, str(size), *(cells.get(a, DASH) for a in arms)]
-        for (method, code, size), cells in by_key.items()
-    ]
+    arms, rows = _arms_across(
+        model,
+        [(r.method, r.code, r.size, r.arm, r.per_pod_median) for r in model.api_requests],
+    )
     return make_table(
         key="api-requests-per-pod",
         title="Kubelet API requests per pod, by method and code (median over analysed rounds)",
