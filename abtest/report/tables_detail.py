@@ -252,7 +252,7 @@ def api_requests_table(model: ReportModel) -> Table | None:
             "The kubelet's own requests to the API server (client-go's "
             "rest_client_requests_total) between the metrics scraped before the round and "
             "after its observation window, cleanup not included, divided by the round's pods. "
-            "Per pod at start-up: a TokenRequest and the kubelet's events are POSTs (201), each "
+            "Per pod at start-up: the kubelet's events are most of its POSTs (201), each "
             "status write a GET and a PATCH. Descriptive, no intervals."
         ],
     )
