@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from abtest import datafiles
-from abtest.domain import POD_SPEC_KINDS, Catalog, Factor, FactorKind, FactorValue, Scalar
+from abtest.domain import (
+    NODE_KUBELET,
+    POD_SPEC_KINDS,
+    Catalog,
+    Factor,
+    FactorKind,
+    FactorValue,
+    Scalar,
+    parse_release,
+)
 from abtest.errors import UserError
 from abtest.schema import Fields, load_yaml_mapping
 
@@ -18,6 +27,7 @@ FACTOR_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 # Kubernetes rules: a RuntimeClass name is a DNS-1123 subdomain; an annotation key is a
 # qualified name, an optional DNS-1123 subdomain prefix and "/", then a name of at most 63.
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SAFE_NODE_PATH = re.compile(r"/[A-Za-z0-9._/+-]+")
 QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _YAML11_KEYS = {True: "on", False: "off"}
 KINDS: dict[str, FactorKind] = {
@@ -26,6 +36,7 @@ KINDS: dict[str, FactorKind] = {
     "kubelet_settings": "kubelet_settings",
     "runtime_class": "runtime_class",
     "pod_annotation": "pod_annotation",
+    "kubelet_build": "kubelet_build",
 }
 _KEYS = {"name", "kind", "component", "on", "off", "summary", "availability", "expected_effect"}
 
@@ -81,14 +92,16 @@ def _parse_factor(f: Fields) -> Factor:
         _check_name(f, name)
         annotation = _annotation_key(f)
         on, off = _string(f, "on"), _string(f, "off")
+    elif kind == "kubelet_build":
+        _check_name(f, name)
+        on, off = _kubelet_build(f, "on"), _kubelet_build(f, "off")
+    elif kind == "feature_gate":
+        if not GATE_NAME.match(name):
+            raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
+        on, off = _gate_level(f, "on"), _gate_level(f, "off")
     else:
         on, off = _scalar(f, "on"), _scalar(f, "off")
-        if kind == "feature_gate":
-            if not GATE_NAME.match(name):
-                raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
-            if not isinstance(on, bool) or not isinstance(off, bool):
-                raise f.error("on", "a feature gate's on/off values must be true or false")
-        elif not FIELD_PATH.match(name):
+        if not FIELD_PATH.match(name):
             raise f.error(
                 "name", f"invalid KubeletConfiguration field path {name!r}", "e.g. kubeAPIQPS"
             )
@@ -105,6 +118,39 @@ def _parse_factor(f: Fields) -> Factor:
         expected_effect=f.text("expected_effect", default="unknown"),
         annotation=annotation,
     )
+
+
+def _gate_level(f: Fields, key: str) -> bool | None:
+    """true, false, or null: the gate left unset (the binary's default), e.g. so that a
+    kubelet build that predates the gate can run the arm."""
+    if key not in f.data:
+        raise f.error(key, "missing required key", "true, false, or null (leave the gate unset)")
+    value = f.data[key]
+    if value is not None and not isinstance(value, bool):
+        raise f.error(
+            key,
+            f"a feature gate's on/off values must be true or false, got {value!r}",
+            "or null: leave the gate unset (the kubelet's default)",
+        )
+    return value
+
+
+def _kubelet_build(f: Fields, key: str) -> str:
+    """``node`` (the node's own kubelet), a release the lab builds (``v1.35.4``: the file
+    ``<kubelet.builds_dir>/v1.35.4/kubelet`` on the node), or an absolute path on the node."""
+    if key not in f.data:
+        raise f.error(key, "missing required key")
+    value = f.data[key]
+    todo = "node (the node's own kubelet), a release such as v1.35.4, or an absolute path"
+    if not isinstance(value, str) or not value:
+        raise f.error(key, f"a kubelet build must be a string, got {value!r}", todo)
+    if value == NODE_KUBELET:
+        return value
+    if value.startswith("/"):
+        if not SAFE_NODE_PATH.fullmatch(value) or "/../" in value or value.endswith("/.."):
+            raise f.error(key, f"invalid path on the node {value!r}", "letters, digits, . _ / + -")
+        return value
+    return parse_release(value, f.where(key)).version
 
 
 def _check_name(f: Fields, name: str) -> None:

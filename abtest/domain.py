@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from abtest.errors import UserError
+
 FactorKind = Literal[
-    "feature_gate", "config_field", "kubelet_settings", "runtime_class", "pod_annotation"
+    "feature_gate",
+    "config_field",
+    "kubelet_settings",
+    "runtime_class",
+    "pod_annotation",
+    "kubelet_build",
 ]
 Scalar = bool | int | float | str
 #: Several KubeletConfiguration paths and their values, in catalog order (a tuple, not a
 #: dict, so factors stay hashable).
 Settings = tuple[tuple[str, Scalar], ...]
-FactorValue = Scalar | Settings
+#: None: a feature gate's level that leaves the gate unset (the binary's own default), so a
+#: kubelet build that does not know the gate can share the arm.
+FactorValue = Scalar | Settings | None
+#: A kubelet_build level that means the node's own kubelet binary (no swap).
+NODE_KUBELET = "node"
 
 #: Designs a sweep runs whole; gates-all (baseline + singles + combined) and attribution (the
 #: same + leave-one-out) are shorthands.
@@ -52,7 +64,9 @@ def design_choices() -> str:
 POD_SPEC_KINDS = frozenset({"runtime_class", "pod_annotation"})
 
 
-def show_scalar(value: Scalar) -> str:
+def show_scalar(value: Scalar | None) -> str:
+    if value is None:
+        return "unset"
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -96,16 +110,21 @@ class Factor:
             return ("pod:runtimeClassName",)
         if self.kind == "pod_annotation":
             return (f"pod:annotations/{self.annotation}",)
+        if self.kind == "kubelet_build":
+            return ("kubelet:binary",)
         return self.paths
 
     def value(self, on: bool) -> FactorValue:
         return self.on if on else self.off
 
     def kubelet_settings(self, on: bool) -> Settings:
-        """The kubelet part of this factor at its on or off level (empty for pod-spec kinds)."""
-        if self.is_pod_spec:
+        """The kubelet config part of this factor at its on or off level (empty for pod-spec
+        kinds, kubelet builds, and a gate level that leaves the gate unset)."""
+        if self.is_pod_spec or self.kind == "kubelet_build":
             return ()
         v = self.value(on)
+        if v is None:
+            return ()
         if self.kind == "kubelet_settings":
             assert isinstance(v, tuple)
             return v
@@ -134,6 +153,8 @@ class Factor:
         }
         if self.kind in ("feature_gate", "config_field"):
             out["path"] = self.path
+        if self.kind == "kubelet_build":
+            out["paths"] = []
         if self.annotation is not None:
             out["annotation"] = self.annotation
         return out
@@ -186,22 +207,115 @@ class Arm:
         return out
 
 
-def arm_parts(
-    on: Iterable[str], factors: Sequence[Factor]
-) -> tuple[Settings, str | None, tuple[tuple[str, str], ...]]:
-    """The kubelet settings, runtime class and annotations of the configuration turning ``on``
-    on and every other factor explicitly off."""
+@dataclass(frozen=True)
+class ArmParts:
+    settings: Settings
+    runtime_class: str | None
+    annotations: tuple[tuple[str, str], ...]
+    #: the kubelet build the arm runs (a release or a path on the node); None: the node's own
+    kubelet_binary: str | None = None
+
+
+def arm_parts(on: Iterable[str], factors: Sequence[Factor]) -> ArmParts:
+    """The kubelet settings, kubelet build, runtime class and annotations of the configuration
+    turning ``on`` on and every other factor explicitly off."""
     on_set = frozenset(on)
     settings: list[tuple[str, Scalar]] = []
     runtime: str | None = None
     annotations: list[tuple[str, str]] = []
+    builds_on: list[str] = []
+    build_off: str | None = None
     for f in factors:
         level = f.name in on_set
-        if f.kind == "runtime_class":
+        if f.kind == "kubelet_build":
+            # several build factors share one off level, and an arm turns on one at most
+            # (experiment.design checks both): the one turned on, else that off level
+            if level:
+                builds_on.append(str(f.on))
+            else:
+                build_off = str(f.off)
+        elif f.kind == "runtime_class":
             runtime = str(f.value(level))
         elif f.kind == "pod_annotation":
             assert f.annotation is not None
             annotations.append((f.annotation, str(f.value(level))))
         else:
             settings.extend(f.kubelet_settings(level))
-    return tuple(settings), runtime, tuple(annotations)
+    build = builds_on[0] if builds_on else build_off
+    binary = None if build in (None, NODE_KUBELET) else build
+    return ArmParts(tuple(settings), runtime, tuple(annotations), binary)
+
+
+# --------------------------------------------------------------------- kubelet releases
+
+_VERSION = re.compile(r"v?(?P<major>1)\.(?P<minor>\d{1,3})\.(?P<patch>\d{1,3})")
+# The oldest release the lab's files (kubelet config fields, API server flags) are made for.
+MINIMUM = (1, 34)
+# The kubelet may be up to this many minors older than the API server, never newer
+# (https://kubernetes.io/releases/version-skew-policy/#kubelet).
+KUBELET_SKEW_MINORS = 3
+
+
+@dataclass(frozen=True, order=True)
+class Release:
+    major: int
+    minor: int
+    patch: int
+
+    @property
+    def version(self) -> str:
+        return f"v{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def staging(self) -> str:
+        """The version of the ``k8s.io/*`` staging modules that ship with this release."""
+        return f"v0.{self.minor}.{self.patch}"
+
+    def __str__(self) -> str:
+        return self.version
+
+
+def parse_release(text: str, where: str = "--kubernetes") -> Release:
+    """A release from ``v1.36.3`` (or ``1.36.3``); anything else is one clear error."""
+    value = text.strip()
+    found = _VERSION.fullmatch(value)
+    if found is None:
+        raise UserError(
+            f"{value!r} is not a Kubernetes release",
+            where,
+            "name one as upstream tags it, e.g. v1.36.3 (a final release: no -alpha, -beta or "
+            "-rc suffix)",
+        )
+    release = Release(int(found["major"]), int(found["minor"]), int(found["patch"]))
+    if (release.major, release.minor) < MINIMUM:
+        raise UserError(
+            f"{release.version} is older than the lab supports",
+            where,
+            f"choose v{MINIMUM[0]}.{MINIMUM[1]}.0 or newer, e.g. v1.34.4 (the reference node's "
+            "minor)",
+        )
+    return release
+
+
+def release_of(version_text: str) -> Release | None:
+    """The release a kubelet reports (``Kubernetes v1.36.3``, a nodeInfo.kubeletVersion
+    ``v1.36.3``, or ``v1.36.3-vendor.1``); None when the text names none."""
+    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", version_text)
+    if found is None:
+        return None
+    return Release(int(found[1]), int(found[2]), int(found[3]))
+
+
+def skew_problem(kubelet: Release, api_server: Release) -> str | None:
+    """Why this kubelet may not run under this API server, or None when the policy allows it."""
+    if (kubelet.major, kubelet.minor) > (api_server.major, api_server.minor):
+        return (
+            f"kubelet {kubelet} is newer than the API server {api_server}; the version-skew "
+            "policy never allows a kubelet newer than the control plane"
+        )
+    if api_server.minor - kubelet.minor > KUBELET_SKEW_MINORS:
+        return (
+            f"kubelet {kubelet} is more than {KUBELET_SKEW_MINORS} minors older than the API "
+            f"server {api_server}; the version-skew policy does not allow it"
+        )
+    return None

@@ -123,6 +123,9 @@ class NodeProfile:
     #: a command printing the running kubelet's pid, so pre-flight can read its command line
     #: and drop-in directory (None: the processes whose executable is binary_path)
     pid_command: str | None = None
+    #: where kubelet builds placed for kubelet_build arms live on the node: release vX.Y.Z
+    #: is the file ``<builds_dir>/vX.Y.Z/kubelet`` (None: arms name paths, not releases)
+    kubelet_builds_dir: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -301,6 +304,7 @@ def parse_profile(path: Path) -> NodeProfile:
             "log_command",
             "status_command",
             "pid_command",
+            "builds_dir",
         }
     )
     commands = top.sub("commands")
@@ -322,8 +326,8 @@ def parse_profile(path: Path) -> NodeProfile:
     _check_sandbox_listing(commands)
     _check_handler_listing(commands)
     _check_sandbox_stop(commands)
-    for key in ("config_path", "binary_path"):
-        value = kubelet.text(key, required=True)
+    for key in ("config_path", "binary_path", "builds_dir"):
+        value = kubelet.text(key, required=key != "builds_dir", default="/")
         if not value.startswith("/"):
             raise kubelet.error(key, f"expected an absolute path on the node, got {value!r}")
     return NodeProfile(
@@ -354,6 +358,7 @@ def parse_profile(path: Path) -> NodeProfile:
         text=path.read_text(encoding="utf-8"),
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
+        kubelet_builds_dir=kubelet.opt_text("builds_dir"),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),

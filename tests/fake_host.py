@@ -64,7 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "serializeImagePulls": True,
     "imageGCHighThresholdPercent": 85,
 }
-GATES = {"ContainerCheckpoint": True, "KubeletPodResourcesGet": True}
+GATES = {"ContainerCheckpoint": True, "PLEGOnDemandRelist": True}
 PID = 4242
 NODE = "fake-host"
 

@@ -32,6 +32,8 @@ from abtest.domain import Scalar
 from abtest.errors import ApplyFailed
 from abtest.experiment.nodekit import NodeControl
 from abtest.node.records import ApplyRecord, RestoreRecord
+from abtest.domain import Release
+from abtest.node.kubelet_build import KubeletBuild
 from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stopping import SignalGuard, sleep
 from abtest.store.db import Store
@@ -265,6 +267,16 @@ class FakeKit:
 
     def ensure_namespace(self, cluster: Any, namespace: str) -> None:
         cluster.node.record(f"namespace {namespace}")
+
+    # asked only by a sweep with kubelet_build arms: every binary is the lab's release
+    def kubelet_builds(self, profile: NodeProfile, paths: list[str]) -> dict[str, Any]:
+        return {p: KubeletBuild(p, "Kubernetes v1.36.3", Release(1, 36, 3), frozenset()) for p in paths}
+
+    def api_server_version(self, cluster: Any) -> str | None:
+        return "v1.36.3"
+
+    def kubelet_version(self, cluster: Any, node_name: str) -> str:
+        return "v1.36.3"
 
     # NodeKit asks these only for an arm with a runtime class, which a FakeKit sweep has not
     # (test_pod_spec_factors.RuntimeKit answers them)

@@ -21,7 +21,7 @@ def test_gates_all_on_the_lab_catalog() -> None:
         "baseline",
         "+kubeAPIQPS",
         "+ContainerCheckpoint",
-        "+KubeletPodResourcesGet",
+        "+PLEGOnDemandRelist",
         "combined",
     ]
     baseline = plan.arms[0].settings_dict()
@@ -29,7 +29,7 @@ def test_gates_all_on_the_lab_catalog() -> None:
         "kubeAPIQPS": 50,
         "kubeAPIBurst": 100,
         "featureGates.ContainerCheckpoint": True,
-        "featureGates.KubeletPodResourcesGet": True,
+        "featureGates.PLEGOnDemandRelist": False,
     }
     assert len(plan.schedule.visits) == 2 * 5
     assert [p.node_name for p in plan.profiles] == ["abtest-lab"]

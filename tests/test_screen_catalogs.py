@@ -82,7 +82,7 @@ def test_plan_of_the_screen_states_its_fraction_and_aliasing(tmp_path: Path) -> 
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["design"] == "screen" and len(data["factors"]) == 11
+    assert data["design"] == "screen" and len(data["factors"]) == 9
     assert data["schedule"]["measured_rounds"] == 32  # 16 arms x 2 blocks x one size
-    assert "2^(11-7) res III" in data["design_note"]
+    assert "2^(9-5) res III" in data["design_note"]
     assert "aliased with two-factor interactions" in data["design_note"]

@@ -8,7 +8,9 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.domain import parse_release
 from abtest.lab import control, layout
+from abtest.lab.releases import DEFAULT_RELEASE
 
 app = typer.Typer(
     help="The embedded lab: a real Kubernetes (one node, or up to "
@@ -32,12 +34,27 @@ def up(
             "deleted).",
         ),
     ] = 1,
+    kubernetes: Annotated[
+        str | None,
+        typer.Option(
+            "--kubernetes",
+            metavar="VERSION",
+            help=f"The Kubernetes release of the whole lab (default: the kept lab's, else "
+            f"{DEFAULT_RELEASE}, the newest release where PLEGOnDemandRelist can be switched "
+            "both ways). Built once from the Go module proxy (~15 min) and cached by release. "
+            "A kept lab moves to a newer release with its state; to an older minor only after "
+            "`lab down --purge`; a running lab changes release only through `lab down`.",
+        ),
+    ] = None,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
     containerd and kubelet per node, and an sshd on loopback; idempotent. Node 1's profile
     is `lab` (playbooks/nodes/lab.yaml); node i's is written to
     /var/lib/abtest-lab/nodes/abtest-lab-i/profile.yaml (`--profile PATH`)."""
-    st = control.up(say=lambda line: console.print(line, highlight=False), nodes=nodes)
+    release = parse_release(kubernetes, "--kubernetes") if kubernetes else None
+    st = control.up(
+        say=lambda line: console.print(line, highlight=False), nodes=nodes, kubernetes=release
+    )
     for node in st.nodes:
         console.print(
             f"node: {node.name}   ssh: {st.ssh_target}   profile: {node.profile}",
@@ -61,11 +78,17 @@ def status(json_out: o.Json = False) -> None:
             [(c.name, c.pid, c.running, c.healthy) for c in st.components],
         )
         console.print(f"KUBECONFIG={st.kubeconfig}   ssh: {st.ssh_target or '-'}")
+        console.print(
+            f"Kubernetes {st.release or '-'} (API server reports "
+            f"{st.api_server_version or '-'}); kubelet releases placed for arms: "
+            f"{', '.join(st.kubelet_builds) or 'none'}",
+            highlight=False,
+        )
         for node in st.nodes:
             health = "healthy" if all(node.healthy.values()) else "not healthy"
             console.print(
                 f"node {node.name}: {'Ready' if node.ready else 'not Ready'}, {health}, "
-                f"profile {node.profile}",
+                f"kubelet {node.kubelet_version or '-'}, profile {node.profile}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -81,6 +104,29 @@ def status(json_out: o.Json = False) -> None:
             console.print(f"kept: {line}", highlight=False)
     if not st.up:
         raise typer.Exit(1)
+
+
+@app.command("kubelets")
+def kubelets(
+    versions: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[VERSION]...",
+            help="Kubelet releases to place, e.g. v1.34.4 v1.35.4 (none: list the placed ones).",
+        ),
+    ] = None,
+) -> None:
+    """Place extra kubelet releases on the lab's nodes for kubelet_build arms: each is built
+    once from the Go module proxy (the kubelet only, ~2-5 min; cached by release) and put at
+    /var/lib/abtest-lab/kubelets/VERSION/kubelet, the lab profile's `kubelet.builds_dir`. A
+    release the version-skew policy does not allow under the lab's API server (newer, or more
+    than three minors older) is refused before anything is built."""
+    if not versions:
+        placed = control.placed_kubelets(layout.Paths())
+        console.print("\n".join(placed) if placed else "no kubelet releases placed")
+        return
+    wanted = [parse_release(v, "VERSION") for v in versions]
+    control.place_kubelets(wanted, say=lambda line: console.print(line, highlight=False))
 
 
 @app.command("down")

@@ -121,13 +121,14 @@ def arm_name(on: Iterable[str], factors: Sequence[Factor]) -> str:
 def make_arm(on: Iterable[str], factors: Sequence[Factor]) -> Arm:
     """The arm turning ``on`` on and every other factor explicitly off."""
     on_set = frozenset(on)
-    settings, runtime_class, annotations = arm_parts(on_set, factors)
+    parts = arm_parts(on_set, factors)
     return Arm(
         name=arm_name(on_set, factors),
         on=on_set,
-        settings=settings,
-        runtime_class=runtime_class,
-        annotations=annotations,
+        settings=parts.settings,
+        kubelet_binary=parts.kubelet_binary,
+        runtime_class=parts.runtime_class,
+        annotations=parts.annotations,
     )
 
 
@@ -143,10 +144,21 @@ def _check_factors(factors: Sequence[Factor]) -> None:
         )
     seen: set[str] = set()
     paths: set[str] = set()
+    builds = [f for f in factors if f.kind == "kubelet_build"]
+    if len({str(f.off) for f in builds}) > 1:
+        levels = ", ".join(f"{f.name} off: {f.off}" for f in builds)
+        raise UserError(
+            f"kubelet-build factors with different off levels ({levels})",
+            where="design",
+            todo="give every kubelet_build factor of one design the same off level (the "
+            "baseline's kubelet), e.g. off: node",
+        )
     for f in factors:
         if f.name in seen:
             raise UserError(f"factor {f.name!r} is listed twice", where="design")
         for target in f.targets:  # a kubelet path, or the pod's runtime class / an annotation
+            if target == "kubelet:binary":
+                continue  # several builds are levels of one choice: checked per arm below
             if target in paths:
                 raise UserError(f"two factors set the same path {target!r}", where="design")
             paths.add(target)
@@ -179,7 +191,26 @@ def build_arms(factors: Sequence[Factor], design: str) -> list[Arm]:
             where="design",
             todo="use one of: " + ", ".join(DESIGNS),
         )
+    _check_builds_not_crossed(factors, ons, design)
     return [make_arm(on, factors) for on in ons]
+
+
+def _check_builds_not_crossed(
+    factors: Sequence[Factor], ons: Sequence[frozenset[str]], design: str
+) -> None:
+    """An arm runs one kubelet binary: a design whose arm turns on two kubelet_build
+    factors (combined, leave-one-out, factorial over two builds) is refused up front."""
+    builds = {f.name for f in factors if f.kind == "kubelet_build"}
+    for on in ons:
+        crossed = sorted(builds & on)
+        if len(crossed) > 1:
+            raise UserError(
+                f"design {design!r} crosses the kubelet-build factors {', '.join(crossed)}: "
+                "one of its arms would run two kubelet binaries at once",
+                where="design",
+                todo="run the builds as levels of one choice with --design baseline+singles, "
+                "or keep one kubelet_build factor",
+            )
 
 
 def gates_all(factors: Sequence[Factor], attribution: bool) -> list[Arm]:

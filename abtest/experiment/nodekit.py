@@ -19,14 +19,16 @@ from abtest.batch.round import run_round
 from abtest.batch.run_record import probe_environment
 from abtest.batch.template import round_selector
 from abtest.cluster.client import Cluster, Forbidden, connect
+from abtest.cluster.environment import server_version
 from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
-from abtest.cluster.nodes import node_names
+from abtest.cluster.nodes import node_names, node_status
 from abtest.cluster.pods import count_pods, list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.domain import Scalar
 from abtest.errors import ClusterError, NodeError
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
+from abtest.node.kubelet_build import KubeletBuild, read_build
 from abtest.node.preflight import check as preflight_check
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.session import NodeSession
@@ -109,6 +111,14 @@ class NodeKit(Protocol):
     ) -> list[str]: ...
 
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None: ...
+
+    def kubelet_builds(
+        self, profile: NodeProfile, paths: list[str]
+    ) -> dict[str, KubeletBuild | None]: ...
+
+    def api_server_version(self, cluster: Cluster) -> str | None: ...
+
+    def kubelet_version(self, cluster: Cluster, node_name: str) -> str: ...
 
     def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None: ...
 
@@ -204,6 +214,20 @@ class RealNodes:
 
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None:
         ensure_namespace(cluster, namespace)
+
+    def kubelet_builds(
+        self, profile: NodeProfile, paths: list[str]
+    ) -> dict[str, KubeletBuild | None]:
+        """Each kubelet binary's version and known gates, read on the node (None: missing
+        or does not run)."""
+        with NodeSession(profile) as session:
+            return {path: read_build(session, path) for path in dict.fromkeys(paths)}
+
+    def api_server_version(self, cluster: Cluster) -> str | None:
+        return str(server_version(cluster).get("git_version") or "") or None
+
+    def kubelet_version(self, cluster: Cluster, node_name: str) -> str:
+        return node_status(cluster, node_name).kubelet_version
 
     def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None:
         return runtime_class_handler(cluster, name)

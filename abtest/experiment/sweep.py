@@ -31,13 +31,14 @@ from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, new_run
 from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
-from abtest.domain import Arm
+from abtest.domain import Arm, release_of
 from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, skipped_arms
 from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
 from abtest.experiment.plan import SweepPlan
 from abtest.experiment.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
+from abtest.node.kubelet_build import KubeletBuild, arm_problems, build_path
 from abtest.playbook import NodeProfile
 from abtest.stopping import Interrupted, SignalGuard, checkpoint, shield
 from abtest.store.db import Store
@@ -157,24 +158,51 @@ class NodeSweep:
         # the kubelet part (Arm.kubelet_key) the node runs since our last apply; None: not
         # known (first visit, resume, after a failed apply that restored the original)
         self.kubelet_now: tuple[object, ...] | None = None
+        # arms of a sweep with kubelet builds: the version each must report after its restart
+        self.expected_kubelet: dict[str, str] = {}
 
     def preflight(self, cluster: Cluster) -> None:
+        arms = self.plan.arms
+        # the node's own kubelet is checked as it runs (/configz, the feature metric); every
+        # other build of an arm is read from its binary (its version and --help), below
+        own = [a for a in arms if a.kubelet_binary is None]
+        binaries = sorted(
+            {p for a in arms if (p := build_path(a.kubelet_binary, self.profile)) is not None}
+        )
         problems = self.kit.preflight(
             self.profile,
             cluster,
-            settings={k: v for arm in self.plan.arms for k, v in arm.settings},
-            binaries=sorted({a.kubelet_binary for a in self.plan.arms if a.kubelet_binary}),
+            settings={k: v for arm in own for k, v in arm.settings},
+            binaries=binaries,
             image=self.plan.playbook.workload.image,
             namespace=self.plan.playbook.namespace,
             store=self.store,
             accept_new_host_key=self.opts.accept_new_host_key,
         )
+        if self.uses_binaries:
+            problems += self._build_problems(cluster, binaries)
         if problems:
             raise NodeError(
                 f"pre-flight failed on {self.profile.node_name}, nothing was changed: "
                 + "; ".join(problems)
             )
         self.emit("preflight", {"node": self.profile.node_name, "ok": True})
+
+    def _build_problems(self, cluster: Cluster, binaries: list[str]) -> list[str]:
+        """Every arm's kubelet binary read from the node (version, known gates, skew); what
+        each arm must report after its restart is kept for the check in ``_visit``."""
+        own = self.profile.kubelet_binary_path
+        read = self.kit.kubelet_builds(self.profile, [own, *binaries])
+        builds: dict[str | None, KubeletBuild | None] = {p: read.get(p) for p in binaries}
+        builds[None] = read.get(own)
+        problems = arm_problems(
+            self.plan.arms, self.profile, builds, self.kit.api_server_version(cluster)
+        )
+        for arm in self.plan.arms:
+            build = builds.get(build_path(arm.kubelet_binary, self.profile))
+            if build is not None and build.release is not None:
+                self.expected_kubelet[arm.name] = build.release.version
+        return problems
 
     def run(self) -> NodeOutcome:
         if threading.current_thread() is threading.main_thread():
@@ -246,6 +274,19 @@ class NodeSweep:
         self.outcome.failed_arms = failed
         return self.outcome
 
+    def _check_kubelet_version(self, cluster: Cluster, arm: Arm) -> None:
+        """After the restart: the node runs the arm's build (nodeInfo.kubeletVersion, which
+        the kubelet posts with the heartbeat the health wait saw)."""
+        want = self.expected_kubelet.get(arm.name)
+        if want is None:
+            return
+        got = self.kit.kubelet_version(cluster, self.profile.node_name)
+        if release_of(got) != release_of(want):
+            raise ApplyFailed(
+                f"arm {arm.name}: the node reports kubelet {got} after the restart, not its "
+                f"build's {want}"
+            )
+
     def _boundary(self) -> None:
         """Between visits and rounds: a signal, or another node's failure, stops us here."""
         checkpoint()
@@ -277,7 +318,7 @@ class NodeSweep:
                 profile=self.profile,
             )
             if self.uses_binaries:
-                ctl.install_kubelet_binary(arm.kubelet_binary)
+                ctl.install_kubelet_binary(build_path(arm.kubelet_binary, self.profile))
             # The kubelet restarts when the visit before ran other kubelet settings (so each
             # arm starts from a fresh kubelet); arms that differ only in their pod (runc vs
             # crun) share it, and apply only checks the settings are still in effect.
@@ -285,6 +326,7 @@ class NodeSweep:
             restart = arm.kubelet_key != self.kubelet_now
             self.kubelet_now = None
             rec = ctl.apply(arm.settings_dict(), force_restart=restart)
+            self._check_kubelet_version(cluster, arm)
             self.kubelet_now = arm.kubelet_key
         except (ApplyFailed, ArmRuntimeUnavailable) as exc:
             failed[arm.name] = str(exc)

@@ -1,9 +1,11 @@
-"""Upstream binaries for the lab, built once from the Go module proxy and cached by version.
+"""Upstream binaries for the lab, built once from the Go module proxy and cached by release.
 
-Kubernetes is not packaged for Debian, so we build exactly the pinned upstream release:
+Kubernetes is not packaged for Debian, so we build exactly the chosen upstream release:
 a throwaway module requires ``k8s.io/kubernetes`` and pins every ``k8s.io/*`` staging module
-(listed as ``v0.0.0`` + ``replace ./staging/...`` upstream) to the matching ``v0.34.x``.
+(listed as ``v0.0.0`` + ``replace ./staging/...`` upstream) to the matching ``v0.MINOR.PATCH``.
 etcd is built the same way because the API server wants etcd >= 3.5 (Debian ships 3.4).
+Each release has a directory of its own in the cache, so a lab at one release and extra
+kubelets of others live side by side.
 """
 
 from __future__ import annotations
@@ -11,47 +13,51 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from abtest.domain import Release
 from abtest.errors import LabError
 from abtest.lab.build_progress import BuildProgress
+from abtest.lab.releases import DEFAULT_RELEASE
 
-KUBERNETES_VERSION = "v1.34.4"
-STAGING_VERSION = "v0.34.4"
 ETCD_VERSION = "v3.6.16"
 CRI_TOOLS_VERSION = "v1.34.0"
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
-# Stamp the release version the way upstream's build does, so nodeInfo.kubeletVersion and
-# /version report v1.34.x instead of v0.0.0-master.
-_MAJOR, _MINOR = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
-LDFLAGS = " ".join(
-    ["-s", "-w"]
-    + [
-        f"-X {pkg}.{var}"
-        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-        for var in (
-            f"gitVersion={KUBERNETES_VERSION}",
-            f"gitMajor={_MAJOR}",
-            f"gitMinor={_MINOR}",
-            "gitTreeState=clean",
-            "buildDate=1970-01-01T00:00:00Z",
-        )
-    ]
-)
+ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl")
+
+
+def ldflags(release: Release) -> str:
+    """Stamp the release version the way upstream's build does, so nodeInfo.kubeletVersion
+    and /version report the release instead of v0.0.0-master."""
+    return " ".join(
+        ["-s", "-w"]
+        + [
+            f"-X {pkg}.{var}"
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+            for var in (
+                f"gitVersion={release.version}",
+                f"gitMajor={release.major}",
+                f"gitMinor={release.minor}",
+                "gitTreeState=clean",
+                "buildDate=1970-01-01T00:00:00Z",
+            )
+        ]
+    )
 
 
 @dataclass(frozen=True)
 class BinarySet:
+    """One release's binaries in the cache; ``names`` are the ones this set must hold (the
+    whole lab, or only a kubelet placed on a node as an arm)."""
+
     directory: Path
+    release: Release
+    names: tuple[str, ...] = ALL_NAMES
 
     def path(self, name: str) -> Path:
         return self.directory / name
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (*KUBE_COMMANDS, "etcd", "crictl")
 
     def missing(self) -> list[str]:
         return [n for n in self.names if not os.access(self.path(n), os.X_OK)]
@@ -62,18 +68,23 @@ def cache_root() -> Path:
     return (Path(base) if base else Path.home() / ".cache") / "abtest"
 
 
-def binary_set() -> BinarySet:
-    key = f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_crictl-{CRI_TOOLS_VERSION}_r2"
-    return BinarySet(cache_root() / "bin" / key)
+def binary_set(release: Release = DEFAULT_RELEASE, names: Sequence[str] = ALL_NAMES) -> BinarySet:
+    key = f"k8s-{release.version}_etcd-{ETCD_VERSION}_crictl-{CRI_TOOLS_VERSION}_r2"
+    return BinarySet(cache_root() / "bin" / key, release, tuple(names))
 
 
-def ensure_binaries(say: object = print, live: bool | None = None) -> BinarySet:
+def ensure_binaries(
+    say: object = print,
+    live: bool | None = None,
+    release: Release = DEFAULT_RELEASE,
+    names: Sequence[str] = ALL_NAMES,
+) -> BinarySet:
     """Build whatever is missing from the cache; a no-op when everything is there.
 
     A first build takes many minutes: each step shows its elapsed time and an estimate of the
     rest (live on a terminal, a line every half minute otherwise; ``live`` forces either),
     and the end says what was built and where it is cached."""
-    bins = binary_set()
+    bins = binary_set(release, names)
     missing = bins.missing()
     if not missing:
         return bins
@@ -81,21 +92,29 @@ def ensure_binaries(say: object = print, live: bool | None = None) -> BinarySet:
         raise LabError("the Go toolchain is needed to build the lab binaries; install Go >= 1.24")
     bins.directory.mkdir(parents=True, exist_ok=True)
     emit: Callable[[str], None] = say if callable(say) else print
-    emit(f"building {', '.join(missing)} into {bins.directory} (first lab up on this machine)")
+    emit(
+        f"building {', '.join(missing)} {release.version} into {bins.directory} (once per release)"
+    )
     kube = [m for m in missing if m in KUBE_COMMANDS]
-    modules = _modules_to_fetch(kube, missing)
+    modules = _modules_to_fetch(release, kube, missing)
     progress = BuildProgress.plan(
         (["modules"] if modules else []) + missing, emit, cache_root() / "build-times.json", live
     )
     with progress.display():
         if modules:
             with progress.step("modules"):
-                dirs = _module_dirs(kube, missing, progress)
+                dirs = _module_dirs(release, kube, missing, progress)
         else:
-            dirs = _module_dirs(kube, missing, progress)
+            dirs = _module_dirs(release, kube, missing, progress)
         for name in kube:
             with progress.step(name):
-                _go_build(dirs["kube"], f"k8s.io/kubernetes/cmd/{name}", bins.path(name), progress)
+                _go_build(
+                    dirs["kube"],
+                    f"k8s.io/kubernetes/cmd/{name}",
+                    bins.path(name),
+                    progress,
+                    ldflags(release),
+                )
         if "etcd" in missing:
             with progress.step("etcd"):
                 _go_build(dirs["etcd"], "go.etcd.io/etcd/server/v3", bins.path("etcd"), progress)
@@ -115,18 +134,20 @@ def ensure_binaries(say: object = print, live: bool | None = None) -> BinarySet:
     return bins
 
 
-def _modules_to_fetch(kube: list[str], missing: list[str]) -> bool:
+def _modules_to_fetch(release: Release, kube: list[str], missing: list[str]) -> bool:
     """Are module downloads still to do (a build directory without its go.sum)?"""
-    wanted = [f"k8s-{KUBERNETES_VERSION}"] if kube else []
+    wanted = [f"k8s-{release.version}"] if kube else []
     wanted += [f"etcd-{ETCD_VERSION}"] if "etcd" in missing else []
     wanted += [f"crictl-{CRI_TOOLS_VERSION}"] if "crictl" in missing else []
     return any(not (cache_root() / "build" / w / "go.sum").exists() for w in wanted)
 
 
-def _module_dirs(kube: list[str], missing: list[str], progress: BuildProgress) -> dict[str, Path]:
+def _module_dirs(
+    release: Release, kube: list[str], missing: list[str], progress: BuildProgress
+) -> dict[str, Path]:
     dirs: dict[str, Path] = {}
     if kube:
-        dirs["kube"] = _kubernetes_module(progress)
+        dirs["kube"] = _kubernetes_module(release, kube, progress)
     if "etcd" in missing:
         dirs["etcd"] = _simple_module("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION, progress)
     if "crictl" in missing:
@@ -151,21 +172,18 @@ def _go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
     return output
 
 
-def _kubernetes_module(progress: BuildProgress) -> Path:
-    workdir = _build_dir(f"k8s-{KUBERNETES_VERSION}")
+def _kubernetes_module(release: Release, kube: list[str], progress: BuildProgress) -> Path:
+    version = release.version
+    workdir = _build_dir(f"k8s-{version}")
     go_mod = workdir / "go.mod"
     if not (workdir / "go.sum").exists():
-        _go(
-            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
-            workdir,
-            progress,
-        )
         upstream_mod = _go(
-            ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
-            workdir,
-            progress,
+            ["mod", "download", "-json", f"k8s.io/kubernetes@{version}"], workdir, progress
         )
-        mod_path = Path(re.search(r'"GoMod":\s*"([^"]+)"', upstream_mod).group(1))  # type: ignore[union-attr]
+        found = re.search(r'"GoMod":\s*"([^"]+)"', upstream_mod)
+        if found is None:
+            raise LabError(f"`go mod download k8s.io/kubernetes@{version}` named no go.mod")
+        mod_path = Path(found.group(1))
         staging = re.findall(r"^\s*(k8s\.io/\S+)\s+=>\s+\./staging/", mod_path.read_text(), re.M)
         if not staging:
             raise LabError(f"no staging replaces found in {mod_path}")
@@ -174,16 +192,18 @@ def _kubernetes_module(progress: BuildProgress) -> Path:
             "",
             "go 1.24",
             "",
-            f"require k8s.io/kubernetes {KUBERNETES_VERSION}",
+            f"require k8s.io/kubernetes {version}",
             "",
             "replace (",
-            *[f"\t{m} => {m} {STAGING_VERSION}" for m in staging],
+            *[f"\t{m} => {m} {release.staging}" for m in staging],
             ")",
             "",
         ]
         go_mod.write_text("\n".join(lines))
+        # Every command's packages, whichever are built now: a later build of the rest of
+        # the release (a kubelet placed first, the whole lab later) finds go.sum complete.
         _go(
-            ["get", *[f"k8s.io/kubernetes/cmd/{c}@{KUBERNETES_VERSION}" for c in KUBE_COMMANDS]],
+            ["get", *[f"k8s.io/kubernetes/cmd/{c}@{version}" for c in KUBE_COMMANDS]],
             workdir,
             progress,
         )
@@ -200,7 +220,9 @@ def _simple_module(name: str, module: str, version: str, progress: BuildProgress
     return workdir
 
 
-def _go_build(workdir: Path, package: str, out: Path, progress: BuildProgress) -> None:
+def _go_build(
+    workdir: Path, package: str, out: Path, progress: BuildProgress, flags: str = "-s -w"
+) -> None:
     tmp = out.with_suffix(".tmp")
-    _go(["build", "-trimpath", f"-ldflags={LDFLAGS}", "-o", str(tmp), package], workdir, progress)
+    _go(["build", "-trimpath", f"-ldflags={flags}", "-o", str(tmp), package], workdir, progress)
     tmp.replace(out)

@@ -212,7 +212,8 @@ authorization:
   mode: Webhook
 containerRuntimeEndpoint: unix://{node.containerd_socket}
 cgroupDriver: cgroupfs
-# The lab VM mounts cgroup v1; kubelet 1.34 still runs there when told to.
+# The lab VM mounts cgroup v1; every supported kubelet still runs there when told to (the
+# default turned to true in v1.35: a kubelet with this unset refuses to start here).
 failCgroupV1: false
 failSwapOn: false
 clusterDomain: cluster.local
@@ -226,9 +227,10 @@ evictionHard:
   memory.available: 100Mi
   nodefs.available: 2%
   imagefs.available: 2%
+# The null control's gate at its catalog off level. No gate a supported kubelet lacks
+# (PLEGOnDemandRelist is v1.36+) is set here: every kubelet_build arm runs this file.
 featureGates:
   ContainerCheckpoint: true
-  KubeletPodResourcesGet: true
 """
 
 
@@ -396,9 +398,23 @@ def api_call(
 
 
 def node_ready(paths: Paths, ports: dict[str, int], name: str = layout.NODE_NAME) -> bool:
+    return node_readiness(paths, ports, name)[0]
+
+
+def node_readiness(
+    paths: Paths, ports: dict[str, int], name: str = layout.NODE_NAME
+) -> tuple[bool, str | None]:
+    """Is the node Ready, and the kubelet version it reports (nodeInfo.kubeletVersion)."""
     obj: dict[str, Any] = api_get(paths, ports, f"/api/v1/nodes/{name}")
-    conditions = obj.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    status = obj.get("status", {})
+    conditions = status.get("conditions", [])
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return ready, status.get("nodeInfo", {}).get("kubeletVersion")
+
+
+def api_server_version(paths: Paths, ports: dict[str, int]) -> str | None:
+    """The control plane's version as the API server reports it (/version gitVersion)."""
+    return api_get(paths, ports, "/version").get("gitVersion")
 
 
 def healthy(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> bool:

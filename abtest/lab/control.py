@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtest.errors import LabError
+from abtest.domain import Release, parse_release, skew_problem
+from abtest.errors import LabError, UserError
 from abtest.lab import components, host, images, layout, pki, residue, runtimes, sshd
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.binaries import binary_set, ensure_binaries
@@ -21,6 +22,7 @@ from abtest.lab.files import make_dir
 from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
 from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
+from abtest.lab.releases import DEFAULT_RELEASE, served
 
 Say = Callable[[str], None]
 PREFERRED_PORTS = {
@@ -63,11 +65,20 @@ class LabStatus:
     # runtime_classes_error when the API server could not be asked.
     runtime_classes: dict[str, str] = field(default_factory=dict)
     runtime_classes_error: str | None = None
+    #: the release the lab's binaries are (from its state), and what the running API server
+    #: reports (None: not running)
+    release: str | None = None
+    api_server_version: str | None = None
+    #: extra kubelet releases placed for kubelet_build arms (`lab kubelets`)
+    kubelet_builds: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
             "up": self.up,
             "ready": self.ready,
+            "kubernetes": self.release,
+            "api_server_version": self.api_server_version,
+            "kubelet_builds": list(self.kubelet_builds),
             "node": self.node,
             "kubeconfig": self.kubeconfig,
             "ssh_target": self.ssh_target,
@@ -101,11 +112,14 @@ def status(paths: Paths | None = None) -> LabStatus:
     is_up = all(c.running for c in comps) and all(n.up for n in node_list)
     classes: dict[str, str] = {}
     classes_error: str | None = "the API server is not healthy"
+    api_version = None
     if api_ok:
         try:
             classes, classes_error = runtimes.runtime_classes(paths, ports), None
+            api_version = components.api_server_version(paths, ports)
         except (OSError, ValueError, KeyError) as exc:
             classes_error = f"listing RuntimeClasses failed: {exc}"
+    kept = kept_release(paths)
     return LabStatus(
         up=is_up,
         ready=ready,
@@ -118,19 +132,135 @@ def status(paths: Paths | None = None) -> LabStatus:
         kept=() if is_up else tuple(residue.kept(paths)),
         runtime_classes=classes,
         runtime_classes_error=classes_error,
+        release=kept.version if kept else None,
+        api_server_version=api_version,
+        kubelet_builds=tuple(placed_kubelets(paths)),
     )
+
+
+def placed_kubelets(paths: Paths) -> list[str]:
+    """The kubelet releases placed in the lab's builds directory, oldest first."""
+    if not paths.kubelets.is_dir():
+        return []
+    found = []
+    for d in paths.kubelets.iterdir():
+        try:
+            release = parse_release(d.name, str(d))
+        except UserError:
+            continue
+        if (d / "kubelet").is_file():
+            found.append(release)
+    return [r.version for r in sorted(found)]
+
+
+def place_kubelets(
+    wanted: list[Release], say: Say = print, paths: Paths | None = None
+) -> list[Path]:
+    """Build (once, cached) and place each kubelet release in the lab's builds directory,
+    where the lab profile's ``kubelet.builds_dir`` finds it. Every release is checked first
+    (served, and allowed under the lab's API server by the skew policy): a bad one is
+    refused before anything is built or placed."""
+    paths = paths or Paths()
+    host.require_root()
+    control_plane = kept_release(paths) or DEFAULT_RELEASE
+    for release in wanted:
+        problem = skew_problem(release, control_plane)
+        if problem:
+            raise UserError(
+                problem,
+                f"kubelet release {release}",
+                f"choose a release from v{control_plane.major}.{max(34, control_plane.minor - 3)}"
+                f".0 to {control_plane} (the lab's control plane)",
+            )
+    for release in wanted:
+        if binary_set(release, ("kubelet",)).missing():
+            problem = served(release)
+            if problem:
+                raise UserError(problem, f"kubelet release {release}", "choose a served release")
+    placed = []
+    for release in wanted:
+        bins = ensure_binaries(say, release=release, names=("kubelet",))
+        dest = paths.kubelets / release.version
+        make_dir(paths.kubelets)
+        make_dir(dest)
+        _install_binary(bins.path("kubelet"), dest / "kubelet")
+        say(f"kubelet {release} at {dest / 'kubelet'}")
+        placed.append(dest / "kubelet")
+    return placed
 
 
 def _healthy(st: LabStatus) -> bool:
     return st.up and st.ready and all(c.healthy for c in st.components)
 
 
-def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatus:
-    """Bring the lab up with `nodes` nodes; on a healthy lab, only add or remove nodes."""
+#: what a lab state from before releases were recorded ran
+UNRECORDED_RELEASE = Release(1, 34, 4)
+
+
+def kept_release(paths: Paths) -> Release | None:
+    """The release of the kept lab state (None: no state, a fresh lab)."""
+    state = LabState.load(paths)
+    if state is None:
+        return None
+    return (
+        parse_release(state.kubernetes, str(paths.state_file))
+        if state.kubernetes
+        else (UNRECORDED_RELEASE)
+    )
+
+
+def choose_release(paths: Paths, wanted: Release | None, running: bool, say: Say) -> Release:
+    """The release this `up` runs, decided before anything is built or touched.
+
+    No --kubernetes: the kept lab's release (never a silent upgrade), else the default. A
+    running lab changes release only through `down`. A kept (stopped) lab moves to a newer
+    release with its state (the new API server reads the older etcd data; each node's kubelet
+    config is kept as it is, since an experiment's journaled change may be in it); to an older
+    minor only from a fresh state directory (`down --purge`): an older API server may not read
+    what a newer one stored."""
+    kept = kept_release(paths)
+    target = wanted or kept or DEFAULT_RELEASE
+    if kept is None or kept == target:
+        return target
+    if running:
+        raise UserError(
+            f"the lab is up at {kept}; it cannot change to {target} while it runs",
+            "--kubernetes",
+            f"run `abtest lab down`, then `abtest lab up --kubernetes {target}`",
+        )
+    if (target.major, target.minor) < (kept.major, kept.minor):
+        raise UserError(
+            f"the kept lab state was written by {kept}; {target} is an older minor, and an "
+            "older API server may not read what a newer one stored in etcd",
+            "--kubernetes",
+            f"run `abtest lab down --purge` (deletes {paths.root}: etcd data, certificates, "
+            f"kubelet configs) and then `abtest lab up --kubernetes {target}`",
+        )
+    say(
+        f"moving the kept lab from {kept} to {target}: etcd data kept (the {target} API "
+        "server reads it), each node's kubelet config kept as it is, extra kubelet releases "
+        f"in {paths.kubelets} kept; `abtest lab down --purge` first for a fresh lab"
+    )
+    return target
+
+
+def up(
+    say: Say = print,
+    paths: Paths | None = None,
+    nodes: int = 1,
+    kubernetes: Release | None = None,
+) -> LabStatus:
+    """Bring the lab up with `nodes` nodes at release `kubernetes` (None: the kept lab's, or
+    the default); on a healthy lab at that release, only add or remove nodes."""
     lab_nodes.check_count(nodes)
     paths = paths or Paths()
     host.require_root()
     current = status(paths)
+    release = choose_release(paths, kubernetes, any(c.running for c in current.components), say)
+    if binary_set(release).missing():
+        problem = served(release)
+        if problem:
+            raise UserError(problem, "--kubernetes", "choose a release the proxy serves")
     control_ok = all(c.healthy for c in current.components)
     one = current.nodes[0]
     first_ok = control_ok and one.ready and one.up and all(one.healthy.values())
@@ -149,7 +279,7 @@ def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatu
         down(say=say, paths=paths)
     host.ensure_packages(say)
     t0 = time.monotonic()
-    bins = ensure_binaries(say)
+    bins = ensure_binaries(say, release=release)
     build_s = time.monotonic() - t0
     if build_s > 1:
         say(f"binaries ready in {build_s:.0f} s")
@@ -160,6 +290,7 @@ def up(say: Say = print, paths: Paths | None = None, nodes: int = 1) -> LabStatu
         _install_binary(bins.path(name), paths.bin / name)
 
     state = LabState.load(paths) or LabState()
+    state.kubernetes = release.version
     # Nodes an earlier, larger lab left on disk (down keeps them): gone for good now.
     for extra in lab_nodes.present(paths, nodes)[nodes:]:
         _raise_problems(lab_nodes.remove_node(extra, None, say))
@@ -470,7 +601,7 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
         if purge:
             _remove_tree(paths.root, problems)
             if not problems:
-                say(f"purged {paths.root} (binary cache kept at {binary_set().directory})")
+                say(f"purged {paths.root} (binary cache kept in {binary_set().directory.parent})")
     left = residue.left_behind(paths, None if purge else LabState.load(paths))
     problems += [p for p in left if p not in problems]
     if problems:

@@ -63,6 +63,12 @@ class Paths:
         return self.root / "bin"
 
     @property
+    def kubelets(self) -> Path:
+        """Extra kubelet releases placed for kubelet_build arms (``<version>/kubelet``); the
+        lab profile's ``kubelet.builds_dir``."""
+        return self.root / "kubelets"
+
+    @property
     def pki(self) -> Path:
         return self.root / "pki"
 
@@ -317,6 +323,9 @@ class LabState:
     cgroup_dirs_made: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     nodes: int = 1
+    #: the Kubernetes release the lab's binaries are (None: a state from before releases
+    #: were recorded, which ran v1.34.4)
+    kubernetes: str | None = None
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))

@@ -198,6 +198,8 @@ class NodeStatus:
     # with the reason in runtime_handlers_error when it could not be asked.
     runtime_handlers: tuple[str, ...] = ()
     runtime_handlers_error: str | None = None
+    #: the kubelet version the node reports (nodeInfo.kubeletVersion; None: not asked)
+    kubelet_version: str | None = None
 
     @property
     def up(self) -> bool:
@@ -221,6 +223,7 @@ class NodeStatus:
             },
             "runtime_handlers": list(self.runtime_handlers),
             "runtime_handlers_error": self.runtime_handlers_error,
+            "kubelet_version": self.kubelet_version,
         }
 
 
@@ -235,10 +238,10 @@ def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
         ok = alive(pid, components.EXPECT[name])
         running[name] = pid if ok else None
         healthy[name] = ok and bool(ports) and components.healthy(name, node.paths, ports, node)
-    ready = False
+    ready, version = False, None
     if api_ok and ports:
         try:
-            ready = components.node_ready(node.paths, ports, node.name)
+            ready, version = components.node_readiness(node.paths, ports, node.name)
         except (OSError, ValueError):
             ready = False
     profile = SHIPPED_PROFILE if node.profile is None else str(node.profile)
@@ -247,7 +250,7 @@ def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
     if healthy["containerd"]:
         handlers, handlers_error = runtimes.node_handlers(node)
     return NodeStatus(
-        node.name, node.index, profile, running, healthy, ready, handlers, handlers_error
+        node.name, node.index, profile, running, healthy, ready, handlers, handlers_error, version
     )
 
 

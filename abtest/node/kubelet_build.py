@@ -1,0 +1,125 @@
+"""Which kubelet an arm runs, and what that binary is: read over SSH before anything changes.
+
+A kubelet_build arm names a release the node has placed (``v1.35.4``: the file
+``<kubelet.builds_dir>/v1.35.4/kubelet``) or a path on the node; an arm without one runs the
+node's own binary. Before the first change of a sweep, every arm's binary is read: its
+version (``kubelet --version``) and the feature gates it lets a config set (the
+``--feature-gates`` list of ``kubelet --help``, which names every alpha and beta gate of that
+build; GA and deprecated gates are not listed, and a GA gate is locked on in most releases).
+An arm that sets a gate its binary does not list, or a binary the API server's version does
+not allow (the version-skew policy), is refused naming the arm, the binary, its version and
+the gate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from abtest.domain import Arm, Release, release_of, skew_problem
+from abtest.errors import UserError
+from abtest.node.binary import check_path
+from abtest.node.session import NodeSession
+from abtest.playbook import NodeProfile
+
+# `--feature-gates mapStringBool   A set of key=value pairs ... Options are:\n
+#      APIResponseCompression=true|false (BETA - default=true)\n ...`
+_GATE_LINE = re.compile(r"^\s+([A-Z][A-Za-z0-9]+)=true\|false \(", re.M)
+
+
+@dataclass(frozen=True)
+class KubeletBuild:
+    """One kubelet binary on the node, as read from itself."""
+
+    path: str
+    version_text: str
+    release: Release | None
+    gates: frozenset[str]
+
+    @property
+    def version(self) -> str:
+        return self.release.version if self.release else self.version_text or "unknown"
+
+
+def build_path(value: str | None, profile: NodeProfile) -> str | None:
+    """The file on the node a kubelet_build level names (None: the node's own binary)."""
+    if value is None:
+        return None
+    if value.startswith("/"):
+        return check_path(value, "kubelet_build")
+    if profile.kubelet_builds_dir is None:
+        raise UserError(
+            f"kubelet build {value} is a release, and profile {profile.name} has no "
+            "kubelet.builds_dir to find it in",
+            profile.source,
+            "set kubelet.builds_dir (releases are <builds_dir>/VERSION/kubelet), or name the "
+            "binary's absolute path in the catalog",
+        )
+    return check_path(f"{profile.kubelet_builds_dir.rstrip('/')}/{value}/kubelet", "builds_dir")
+
+
+def read_build(session: NodeSession, path: str) -> KubeletBuild | None:
+    """The binary's version and known gates; None when it is missing or does not run."""
+    exists = session.run(["test", "-f", path, "-a", "-x", path], timeout=20)
+    if not exists.ok:
+        return None
+    version = session.run([path, "--version"], timeout=60)
+    if not version.ok:
+        return None
+    text = version.stdout.strip()
+    helped = session.run([path, "--help"], timeout=60)
+    # cobra prints the usage on stdout; older builds wrote it to stderr
+    gates = frozenset(_GATE_LINE.findall(helped.stdout + helped.stderr))
+    return KubeletBuild(path, text, release_of(text), gates)
+
+
+def arm_problems(
+    arms: Sequence[Arm],
+    profile: NodeProfile,
+    builds: Mapping[str | None, KubeletBuild | None],
+    api_server: str | None,
+) -> list[str]:
+    """Why an arm of this sweep cannot run on this node: its binary is missing, not allowed
+    under this API server, or does not know a gate the arm sets. ``builds`` maps each arm's
+    resolved binary path (None: the node's own, checked through the running kubelet instead)
+    to what was read from it."""
+    problems: list[str] = []
+    server = release_of(api_server or "")
+    for arm in arms:
+        if arm.kubelet_binary is None:
+            continue
+        path = build_path(arm.kubelet_binary, profile)
+        build = builds.get(path)
+        if build is None:
+            hint = (
+                f"place it with `abtest lab kubelets {arm.kubelet_binary}`"
+                if not arm.kubelet_binary.startswith("/")
+                and profile.kubelet_builds_dir
+                and profile.kubelet_builds_dir.startswith("/var/lib/abtest-lab/")
+                else "copy an executable kubelet there"
+            )
+            problems.append(
+                f"arm {arm.name}: kubelet build {arm.kubelet_binary} ({path}) does not exist on "
+                f"{profile.node_name}, is not executable, or does not run `--version` ({hint})"
+            )
+            continue
+        if build.release is None:
+            problems.append(
+                f"arm {arm.name}: {path} reports no Kubernetes version ({build.version_text!r})"
+            )
+        elif server is not None:
+            skew = skew_problem(build.release, server)
+            if skew:
+                problems.append(f"arm {arm.name}: {path}: {skew}")
+        for gate in sorted(p.split(".", 1)[1] for p, _ in arm.settings if _is_gate(p)):
+            if gate not in build.gates:
+                problems.append(
+                    f"arm {arm.name} sets feature gate {gate}, which kubelet {build.version} "
+                    f"({path}) does not list in --help (unknown to that build, or GA and locked)"
+                )
+    return problems
+
+
+def _is_gate(path: str) -> bool:
+    return path.startswith("featureGates.")
