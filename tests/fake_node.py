@@ -28,12 +28,11 @@ from types import TracebackType
 from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
-from abtest.domain import Scalar
+from abtest.domain import Release, Scalar
 from abtest.errors import ApplyFailed
 from abtest.experiment.nodekit import NodeControl
-from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.domain import Release
 from abtest.node.kubelet_build import KubeletBuild
+from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stopping import SignalGuard, sleep
 from abtest.store.db import Store
@@ -270,7 +269,8 @@ class FakeKit:
 
     # asked only by a sweep with kubelet_build arms: every binary is the lab's release
     def kubelet_builds(self, profile: NodeProfile, paths: list[str]) -> dict[str, Any]:
-        return {p: KubeletBuild(p, "Kubernetes v1.36.3", Release(1, 36, 3), frozenset()) for p in paths}
+        lab = Release(1, 36, 3)
+        return {p: KubeletBuild(p, "Kubernetes v1.36.3", lab, frozenset()) for p in paths}
 
     def api_server_version(self, cluster: Any) -> str | None:
         return "v1.36.3"

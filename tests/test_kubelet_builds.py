@@ -87,7 +87,8 @@ def test_releases_parse_and_the_skew_policy_holds() -> None:
 
 def test_kubelet_build_levels_and_unset_gates_make_the_release_arms(tmp_path: Path) -> None:
     cat = parse_catalog(_catalog(tmp_path, RELEASES))
-    arms = {a.name: a for a in build_arms(cat.factors, "baseline") + build_arms(cat.factors, "singles")}
+    both = build_arms(cat.factors, "baseline") + build_arms(cat.factors, "singles")
+    arms = {a.name: a for a in both}
     assert arms["baseline"].kubelet_binary is None and arms["baseline"].settings == ()
     assert arms["+kubelet-v1.34.4"].kubelet_binary == "v1.34.4"
     assert arms["+kubelet-v1.35.4"].kubelet_binary == "v1.35.4"  # normalised to upstream's tag
@@ -147,7 +148,7 @@ def test_build_paths_come_from_the_profile() -> None:
     assert build_path("/opt/kubelet-rc1", lab) == "/opt/kubelet-rc1"
     assert build_path(None, lab) is None
     bare = dataclasses.replace(lab, kubelet_builds_dir=None)
-    with pytest.raises(UserError, match="no kubelet.builds_dir"):
+    with pytest.raises(UserError, match=r"no kubelet\.builds_dir"):
         build_path("v1.35.4", bare)
 
 
