@@ -178,7 +178,9 @@ def test_each_arm_is_checked_against_its_own_binary(tmp_path: Path) -> None:
     assert "kubelet build v1.35.4" in text and "abtest lab kubelets v1.35.4" in text
     assert len(problems) == 2  # the gate-off arm runs the node's own kubelet: not read here
     # a kubelet newer than the API server
-    newer = {old: KubeletBuild(old, "Kubernetes v1.37.2", Release(1, 37, 2), frozenset())}
+    newer: dict[str | None, KubeletBuild | None] = {
+        old: KubeletBuild(old, "Kubernetes v1.37.2", Release(1, 37, 2), frozenset())
+    }
     (skew,) = arm_problems([arms[0]], lab, newer, "v1.36.3")
     assert "newer than the API server v1.36.3" in skew
 
