@@ -117,8 +117,9 @@ def _print_plan(report: PlanReport) -> None:
 
 
 def _arm_settings(arm: Arm) -> str:
-    """The kubelet settings, then the pod part (``pod.runtimeClassName=crun``)."""
-    parts = [f"{k}={show_scalar(v)}" for k, v in arm.settings]
+    """The kubelet build and settings, then the pod part (``pod.runtimeClassName=crun``)."""
+    parts = [f"kubelet.binary={arm.kubelet_binary}"] if arm.kubelet_binary else []
+    parts += [f"{k}={show_scalar(v)}" for k, v in arm.settings]
     parts += [f"{k}={v}" for k, v in arm.pod_dict().items()]
     return ", ".join(parts)
 

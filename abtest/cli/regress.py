@@ -89,8 +89,10 @@ def regress(
     """Decide PASS / FAIL / INCONCLUSIVE for a candidate kubelet (binary and/or settings)
     against a reference, live on a node, from two stored runs, or from a rounds CSV.
 
-    SPEC: comma-separated `binary=/path/on/node` and/or `featureGates.X=true`,
-    `kubeAPIQPS=5`, ...; `default` is the node as it is."""
+    SPEC: comma-separated `binary=/path/on/node` (or `binary=v1.35.4`, a kubelet release
+    placed in the profile's kubelet.builds_dir, e.g. by `abtest lab kubelets v1.35.4`) and/or
+    `featureGates.X=true`, `kubeAPIQPS=5`, ...; `default` is the node as it is. Every binary is
+    read before anything changes: its version (the skew policy) and the gates it knows."""
     request = GateRequest(
         playbook=playbook,
         reference=reference,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.domain import Arm, Catalog, Scalar
+from abtest.domain import Arm, Catalog, Scalar, parse_release
 from abtest.errors import AbtestError, UserError
 from abtest.experiment.fleet import same_node
 from abtest.experiment.nodekit import NodeKit
@@ -60,7 +60,8 @@ class LiveGateOptions:
 
 
 def parse_spec(spec: str, flag: str) -> NodeState:
-    """`default`, or comma-separated `binary=/path/on/node` and `PATH=VALUE` settings."""
+    """`default`, or comma-separated `binary=/path/on/node` (or `binary=vX.Y.Z`, a release
+    placed in the profile's kubelet.builds_dir) and `PATH=VALUE` settings."""
     text = spec.strip()
     if text in ("", "default"):
         return NodeState(None, ())
@@ -70,7 +71,12 @@ def parse_spec(spec: str, flag: str) -> NodeState:
         if not item:
             continue
         if item.startswith("binary="):
-            binary = check_path(item.removeprefix("binary="), flag)
+            value = item.removeprefix("binary=")
+            binary = (
+                check_path(value, flag)
+                if value.startswith("/")
+                else parse_release(value, f"{flag} binary=").version
+            )
             continue
         try:
             settings.append(parse_set_option(item))
