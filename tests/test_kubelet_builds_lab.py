@@ -7,15 +7,16 @@ node back byte for byte."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +70,18 @@ def placed() -> str:
     return path
 
 
+def _core(profile: NodeProfile) -> client.CoreV1Api:
+    new_client: Callable[..., client.ApiClient] = config.new_client_from_config
+    return client.CoreV1Api(new_client(config_file=profile.kubeconfig))
+
+
 class NodeWatcher(threading.Thread):
     """Every 0.3 s: the tool's pods on the node (their round tags), and what the node says it
     runs: the kubelet version it posts and the PLEGOnDemandRelist value in its /configz."""
 
     def __init__(self, profile: NodeProfile) -> None:
         super().__init__(daemon=True)
-        api = config.new_client_from_config(config_file=profile.kubeconfig)
-        self.core = client.CoreV1Api(api)
+        self.core = _core(profile)
         self.node = profile.node_name
         self.seen: dict[str, set[tuple[str, object]]] = {}
         self.first_seen: dict[str, float] = {}
@@ -84,10 +89,9 @@ class NodeWatcher(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            try:
+            # a restart in progress: the node proxy is briefly refused
+            with contextlib.suppress(client.ApiException):
                 self._sample()
-            except client.ApiException:
-                pass  # a restart in progress: the node proxy is briefly refused
             time.sleep(0.3)
 
     def _sample(self) -> None:
@@ -101,12 +105,12 @@ class NodeWatcher(threading.Thread):
         }
         if not tags:
             return
-        version = self.core.read_node(self.node, _request_timeout=5).status.node_info
-        raw = self.core.connect_get_node_proxy_with_path(
+        node: Any = self.core.read_node(self.node, _request_timeout=5)
+        raw: Any = self.core.connect_get_node_proxy_with_path(
             self.node, "configz", _request_timeout=5, _preload_content=False
         )
         gates = json.loads(raw.data)["kubeletconfig"].get("featureGates") or {}
-        seen = (version.kubelet_version, gates.get("PLEGOnDemandRelist", "unset"))
+        seen = (node.status.node_info.kubelet_version, gates.get("PLEGOnDemandRelist", "unset"))
         for tag in tags:
             self.first_seen.setdefault(tag, time.monotonic())
             self.seen.setdefault(tag, set()).add(seen)
@@ -226,8 +230,7 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
         journal = Journal(store)
         assert journal.pending(lab_profile.node_name) is None
         assert journal.pending(lab_profile.node_name, kind="binary") is None
-    api = config.new_client_from_config(config_file=lab_profile.kubeconfig)
-    node: Any = client.CoreV1Api(api).read_node(lab_profile.node_name)
+    node: Any = _core(lab_profile).read_node(lab_profile.node_name)
     assert node.status.node_info.kubelet_version == "v1.36.3"
     ready = [c for c in node.status.conditions if c.type == "Ready"]
     assert ready and ready[0].status == "True"
