@@ -4,8 +4,9 @@ Kubernetes is not packaged for Debian, so we build exactly the chosen upstream r
 a throwaway module requires ``k8s.io/kubernetes`` and pins every ``k8s.io/*`` staging module
 (listed as ``v0.0.0`` + ``replace ./staging/...`` upstream) to the matching ``v0.MINOR.PATCH``.
 etcd is built the same way because the API server wants etcd >= 3.5 (Debian ships 3.4).
-Each release has a directory of its own in the cache, so a lab at one release and extra
-kubelets of others live side by side.
+Each release's Kubernetes commands have a directory of their own in the cache, so a lab at
+one release and extra kubelets of others live side by side; etcd and crictl do not depend on
+the release and are built once for all of them.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ class BinarySet:
     names: tuple[str, ...] = ALL_NAMES
 
     def path(self, name: str) -> Path:
-        return self.directory / name
+        if name in KUBE_COMMANDS:
+            return self.directory / name
+        version = ETCD_VERSION if name == "etcd" else CRI_TOOLS_VERSION
+        return self.directory.parent / f"{name}-{version}" / name
 
     def missing(self) -> list[str]:
         return [n for n in self.names if not os.access(self.path(n), os.X_OK)]
@@ -69,8 +73,7 @@ def cache_root() -> Path:
 
 
 def binary_set(release: Release = DEFAULT_RELEASE, names: Sequence[str] = ALL_NAMES) -> BinarySet:
-    key = f"k8s-{release.version}_etcd-{ETCD_VERSION}_crictl-{CRI_TOOLS_VERSION}_r2"
-    return BinarySet(cache_root() / "bin" / key, release, tuple(names))
+    return BinarySet(cache_root() / "bin" / f"k8s-{release.version}_r3", release, tuple(names))
 
 
 def ensure_binaries(
@@ -90,7 +93,8 @@ def ensure_binaries(
         return bins
     if shutil.which("go") is None:
         raise LabError("the Go toolchain is needed to build the lab binaries; install Go >= 1.24")
-    bins.directory.mkdir(parents=True, exist_ok=True)
+    for name in missing:
+        bins.path(name).parent.mkdir(parents=True, exist_ok=True)
     emit: Callable[[str], None] = say if callable(say) else print
     emit(
         f"building {', '.join(missing)} {release.version} into {bins.directory} (once per release)"
