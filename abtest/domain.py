@@ -283,16 +283,14 @@ def parse_release(text: str, where: str = "--kubernetes") -> Release:
         raise UserError(
             f"{value!r} is not a Kubernetes release",
             where,
-            "name one as upstream tags it, e.g. v1.36.3 (a final release: no -alpha, -beta or "
-            "-rc suffix)",
+            "name a final release as upstream tags it, e.g. v1.36.3; no -alpha, -beta or -rc",
         )
     release = Release(int(found["major"]), int(found["minor"]), int(found["patch"]))
     if (release.major, release.minor) < MINIMUM:
         raise UserError(
             f"{release.version} is older than the lab supports",
             where,
-            f"choose v{MINIMUM[0]}.{MINIMUM[1]}.0 or newer, e.g. v1.34.4 (the reference node's "
-            "minor)",
+            f"choose v{MINIMUM[0]}.{MINIMUM[1]}.0 or newer, e.g. v1.34.4 (the reference's minor)",
         )
     return release
 

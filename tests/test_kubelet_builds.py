@@ -5,6 +5,9 @@ per-arm reading of a binary (version, the gates its --help lists)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -202,3 +205,24 @@ def test_a_kept_lab_moves_up_with_its_state_and_never_down(tmp_path: Path) -> No
     with pytest.raises(UserError, match="older minor") as older:
         control.choose_release(paths, Release(1, 34, 4), False, said.append)
     assert "abtest lab down --purge" in str(older.value)
+
+
+def _abtest(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "abtest", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_lab_flags_with_a_bad_release_are_exit_2_before_anything() -> None:
+    bad = _abtest("lab", "up", "--kubernetes", "v1.36")
+    assert bad.returncode == 2 and "is not a Kubernetes release" in bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    old = _abtest("lab", "up", "--kubernetes", "v1.30.1")
+    assert old.returncode == 2 and "older than the lab supports" in old.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lab kubelets needs root before it checks")
+def test_a_kubelet_newer_than_the_control_plane_is_refused_before_any_build() -> None:
+    done = _abtest("lab", "kubelets", "v1.40.0")
+    assert done.returncode == 2, done.stderr
+    assert "newer than the API server" in done.stderr and "version-skew" in done.stderr

@@ -170,7 +170,7 @@ def place_kubelets(
                 problem,
                 f"kubelet release {release}",
                 f"choose a release from v{control_plane.major}.{max(34, control_plane.minor - 3)}"
-                f".0 to {control_plane} (the lab's control plane)",
+                f".0 to {control_plane}, the lab's control plane",
             )
     for release in wanted:
         if binary_set(release, ("kubelet",)).missing():

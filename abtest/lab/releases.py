@@ -40,5 +40,5 @@ def served(release: Release) -> str | None:
         )
     if done.returncode == 0:
         return None
-    last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+    last = " ".join((done.stderr.strip().splitlines() or ["(no output)"])[-1].split())
     return f"the Go module proxy does not serve k8s.io/kubernetes@{release.version}: {last}"
