@@ -107,7 +107,7 @@ def test_preflight_passes_factors_no_flag_or_dropin_sets(
     fake_kubelet: tuple[NodeProfile, Path], store: Store
 ) -> None:
     profile, _ = fake_kubelet
-    report = preflight.check(profile, {"featureGates.KubeletPodResourcesGet": False}, store=store)
+    report = preflight.check(profile, {"featureGates.PLEGOnDemandRelist": False}, store=store)
     sources = {i.name: i for i in report.items}["kubelet sources"]
     assert sources.ok, sources.detail
     assert "10-api.conf, 20-pods.conf" in sources.detail

@@ -44,7 +44,9 @@ def test_status_reports_every_component_healthy_and_node_ready(lab_up: None) -> 
         assert isinstance(st["components"][name]["pid"], int)
     node = _core().read_node(layout.NODE_NAME)
     assert node.status is not None and node.status.node_info is not None
-    assert node.status.node_info.kubelet_version == "v1.34.4"
+    # the release the lab runs, as its status says and as the API server and the node report
+    assert st["kubernetes"] == st["api_server_version"] == node.status.node_info.kubelet_version
+    assert st["nodes"][0]["kubelet_version"] == st["kubernetes"]
     assert node.status.node_info.container_runtime_version.startswith("containerd://")
 
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.lab
 pytest_plugins = ["node_fixtures"]  # the lab_node fixture
 
 GATE = "featureGates.ContainerCheckpoint"  # default true in the lab
-GATE2 = "featureGates.KubeletPodResourcesGet"  # default true in the lab
+GATE2 = "featureGates.PLEGOnDemandRelist"  # default true in the lab (v1.36, not in its config)
 FIELD = "kubeAPIQPS"  # 50 in the lab
 
 
@@ -92,7 +92,7 @@ def test_switching_settings_then_restore(lab_node: LabNode) -> None:
         assert second.verified[GATE2]["metric"] is False
         _, gates = _running(lab_node)
         assert gates["ContainerCheckpoint"] is True
-        assert gates["KubeletPodResourcesGet"] is False
+        assert gates["PLEGOnDemandRelist"] is False
         same = ctl.apply({GATE2: False})
         assert not same.restarted and "already in effect" in same.messages[0]
         forced = ctl.apply({GATE2: False}, force_restart=True)
@@ -104,7 +104,7 @@ def test_switching_settings_then_restore(lab_node: LabNode) -> None:
         assert back.restored and back.health is not None
         assert set(back.health.verified) == {GATE, GATE2}
     _, gates = _running(lab_node)
-    assert gates["ContainerCheckpoint"] and gates["KubeletPodResourcesGet"]
+    assert gates["ContainerCheckpoint"] and gates["PLEGOnDemandRelist"]
 
 
 def test_unknown_gate_is_refused_before_any_change(lab_node: LabNode) -> None:

@@ -185,7 +185,7 @@ def test_gates_all_sweep_completes_and_gives_the_node_back(
         "baseline",
         "+kubeAPIQPS",
         "+ContainerCheckpoint",
-        "+KubeletPodResourcesGet",
+        "+PLEGOnDemandRelist",
         "combined",
     }
     db = lab_node.store.path
