@@ -234,3 +234,39 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
     assert node.status.node_info.kubelet_version == "v1.36.3"
     ready = [c for c in node.status.conditions if c.type == "Ready"]
     assert ready and ready[0].status == "True"
+
+
+def test_the_agc_catalog_runs_the_upstream_gate_and_names_the_five_vendor_ones(
+    lab_profile: NodeProfile, tmp_path: Path
+) -> None:
+    config_sha = _sha(lab_profile.kubelet_config_path)
+    db = tmp_path / "r.sqlite"
+    proc = _abtest("gates", "--catalog", "agc", "--all", "--rounds", "1", "--sizes", "1",
+                   "--db", str(db))  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    err = proc.stderr
+    vendor = (
+        "KubeletQOSCgroupUpdateCoalescing",
+        "KubeletParallelPodStatusSync",
+        "KubeletPodStatusRetry",
+        "KubeletSystemdCgroupCreateWithResources",
+        "KubeletCgroupControllerReuse",
+    )
+    for gate in vendor:
+        assert f"factor featureGates.{gate}: unknown to the running" in err, gate
+    assert "PLEGOnDemandRelist: unknown" not in err  # upstream since v1.36: the lab knows it
+    assert "nothing was changed" in err
+    assert _sha(lab_profile.kubelet_config_path) == config_sha
+    # and alone it runs for real, verified in effect (/configz and the feature metric)
+    proc = _abtest("gates", "--catalog", "agc", "PLEGOnDemandRelist", "--all",
+                   "--rounds", "1", "--sizes", "3", "--db", str(db), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["nodes"][0]["failed_arms"] == {}
+    with Store(db) as store:
+        (verified,) = store.query(
+            "SELECT verified_json FROM visits WHERE run_id = ? AND arm = ? AND applied = 1",
+            (json.loads(proc.stdout)["run_id"], "+PLEGOnDemandRelist"),
+        )
+    check = json.loads(verified[0])["featureGates.PLEGOnDemandRelist"]
+    assert check == {"expected": True, "configz": True, "metric": True}
+    assert _sha(lab_profile.kubelet_config_path) == config_sha
