@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
-from abtest.domain import Release, Scalar
+from abtest.domain import Release, Scalar, release_of
 from abtest.errors import ApplyFailed
 from abtest.experiment.nodekit import NodeControl
 from abtest.node.kubelet_build import KubeletBuild
@@ -37,6 +37,7 @@ from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stopping import SignalGuard, sleep
 from abtest.store.db import Store
 
+ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
 HOLD_CAP_S = 120.0  # a hold nobody stops ends here (and the test fails on the record)
 STEP_S = 0.02
 
@@ -68,6 +69,10 @@ class FakeNode:
         self.phase = "idle"
         self.calls: list[str] = []
         self.expected: list[str] = []
+        # the kubelet binary installed (None: the node's own, v1.36.3); a node whose kubelet
+        # keeps reporting one version whatever runs (a swap that did not take) sets stuck_at
+        self.binary: str | None = None
+        self.stuck_at: str | None = None
         self._mutex = threading.Lock()
         self._dump()
 
@@ -207,6 +212,7 @@ class FakeController:
 
     def install_kubelet_binary(self, candidate: str | None) -> str:
         self.node.record(f"binary {candidate or 'original'}")
+        self.node.binary = candidate
         return "2" * 64
 
 
@@ -267,16 +273,21 @@ class FakeKit:
     def ensure_namespace(self, cluster: Any, namespace: str) -> None:
         cluster.node.record(f"namespace {namespace}")
 
-    # asked only by a sweep with kubelet_build arms: every binary is the lab's release
+    # asked only by a sweep with kubelet_build arms: a binary's release is in its path
+    # (.../v1.35.4/kubelet), the node's own is v1.36.3; every build knows every gate
     def kubelet_builds(self, profile: NodeProfile, paths: list[str]) -> dict[str, Any]:
-        lab = Release(1, 36, 3)
-        return {p: KubeletBuild(p, "Kubernetes v1.36.3", lab, frozenset()) for p in paths}
+        out = {}
+        for p in paths:
+            release = release_of(p) or Release(1, 36, 3)
+            out[p] = KubeletBuild(p, f"Kubernetes {release}", release, ALL_GATES)
+        return out
 
     def api_server_version(self, cluster: Any) -> str | None:
         return "v1.36.3"
 
     def kubelet_version(self, cluster: Any, node_name: str) -> str:
-        return "v1.36.3"
+        node = self.nodes[node_name]
+        return node.stuck_at or str(release_of(node.binary or "") or "v1.36.3")
 
     # NodeKit asks these only for an arm with a runtime class, which a FakeKit sweep has not
     # (test_pod_spec_factors.RuntimeKit answers them)

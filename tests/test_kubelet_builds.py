@@ -9,19 +9,27 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
+from fake_node import FakeKit, FakeNode
 
+from abtest.batch.run_record import new_run
 from abtest.catalog import parse_catalog
 from abtest.domain import Release, parse_release, release_of, skew_problem
 from abtest.errors import UserError
 from abtest.experiment.design import build_arms
+from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
+from abtest.experiment.sweep import NodeSweep, SweepOptions
 from abtest.lab import control
 from abtest.lab.layout import LabState, Paths
 from abtest.lab.releases import DEFAULT_RELEASE
 from abtest.node.kubelet_build import _GATE_LINE, KubeletBuild, arm_problems, build_path
 from abtest.playbook import load_profile
+from abtest.store.db import Store
+
+NODE = "abtest-lab"
 
 HELP = """Usage:
   kubelet [flags]
@@ -226,3 +234,51 @@ def test_a_kubelet_newer_than_the_control_plane_is_refused_before_any_build() ->
     done = _abtest("lab", "kubelets", "v1.40.0")
     assert done.returncode == 2, done.stderr
     assert "newer than the API server" in done.stderr and "version-skew" in done.stderr
+
+
+def _release_plan(store: Store) -> tuple[SweepPlan, str]:
+    plan = build_plan(PlanOptions(playbook="lab-releases", rounds=1, sizes=(5,), seed=3))
+    return plan, new_run(store, "sweep", command="test", node_name=NODE, plan=plan.to_dict())
+
+
+def test_each_build_arm_swaps_its_binary_and_is_checked_after_the_restart(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.sqlite") as store:
+        plan, run_id = _release_plan(store)
+        node = FakeNode(NODE)
+        worker = NodeSweep(
+            plan, plan.profiles[0], store, run_id, SweepOptions(), lambda *_: None,
+            threading.Event(), FakeKit(node),
+        )  # fmt: skip
+        outcome = worker.run()
+    assert outcome.status == "finished" and outcome.failed_arms == {}
+    swaps = [c for c in node.calls if c.startswith("binary ")]
+    assert sorted(swaps) == sorted(
+        [
+            "binary /var/lib/abtest-lab/kubelets/v1.34.4/kubelet",
+            "binary /var/lib/abtest-lab/kubelets/v1.35.4/kubelet",
+            "binary original",
+            "binary original",
+        ]
+    )
+    assert worker.expected_kubelet == {
+        "baseline": "v1.36.3",
+        "+kubelet-v1.34.4": "v1.34.4",
+        "+kubelet-v1.35.4": "v1.35.4",
+        "+PLEGOnDemandRelist": "v1.36.3",
+    }
+
+
+def test_a_build_that_does_not_take_fails_its_arm_naming_both_versions(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.sqlite") as store:
+        plan, run_id = _release_plan(store)
+        node = FakeNode(NODE)
+        node.stuck_at = "v1.36.3"  # the swap "happened", the node still runs its own kubelet
+        worker = NodeSweep(
+            plan, plan.profiles[0], store, run_id, SweepOptions(), lambda *_: None,
+            threading.Event(), FakeKit(node),
+        )  # fmt: skip
+        outcome = worker.run()
+    assert set(outcome.failed_arms) == {"+kubelet-v1.34.4", "+kubelet-v1.35.4"}
+    why = outcome.failed_arms["+kubelet-v1.35.4"]
+    assert "reports kubelet v1.36.3 after the restart, not its build's v1.35.4" in why
+    assert not node.pending  # restored at the end
