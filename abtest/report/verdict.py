@@ -35,13 +35,30 @@ def _family(result: GateResult) -> int:
     return max((d.decisions for d in result.decisions), default=len(result.decisions))
 
 
+def _rounds_used(d: Decision) -> str:
+    """Which rounds the means beside the interval come from (the interval's own)."""
+    if d.method == "paired":
+        return f"{d.n_pairs} complete blocks"
+    return f"{d.n_reference}/{d.n_candidate} rounds"
+
+
+def _all_rounds(d: Decision) -> str:
+    """The all-rounds arithmetic means, labelled, only where they could be mistaken (unbalanced)."""
+    if d.method != "paired" or (d.n_reference == d.n_pairs and d.n_candidate == d.n_pairs):
+        return ""
+    return (
+        f"; all rounds (not the interval's): candidate {d.candidate_mean:.3f} s vs reference "
+        f"{d.reference_mean:.3f} s, arithmetic means"
+    )
+
+
 def describe(d: Decision) -> str:
     name = METRIC_NAMES.get(d.metric, d.metric)
     return (
-        f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_mean:.3f} s vs reference "
-        f"{d.reference_mean:.3f} s, slowdown {d.slowdown_pct:+.1f} % "
-        f"{d.look_confidence * 100:.1f} % CI {_ci(d)}, margin {d.margin_pct:g} % "
-        f"(n {d.n_reference}/{d.n_candidate}, {d.method})"
+        f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_gm:.3f} s vs reference "
+        f"{d.reference_gm:.3f} s (geometric means, {_rounds_used(d)}), slowdown "
+        f"{d.slowdown_pct:+.1f} % {d.look_confidence * 100:.1f} % CI {_ci(d)}, margin "
+        f"{d.margin_pct:g} % (n {d.n_reference}/{d.n_candidate}, {d.method}{_all_rounds(d)})"
     )
 
 
@@ -89,13 +106,16 @@ def markdown_summary(result: GateResult) -> str:
         f"{_family(result)} decision(s), so the overall verdict is wrong (FAIL or PASS) at "
         "most (1 - confidence) / 2 of the time in each direction.",
         "",
+        "Reference and candidate are geometric means over the rounds the interval used "
+        "(complete blocks when paired), so candidate / reference - 1 is the slowdown.",
+        "",
         "| size | metric | reference (s) | candidate (s) | slowdown | CI | margin | verdict |",
         "|---:|---|---:|---:|---:|---|---:|---|",
     ]
     for d in result.decisions:
         lines.append(
-            f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_mean:.3f} | "
-            f"{d.candidate_mean:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
+            f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_gm:.3f} | "
+            f"{d.candidate_gm:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
             f"{d.margin_pct:g} % | {icon[d.verdict]} {d.verdict} |"
         )
     return "\n".join(lines) + "\n"

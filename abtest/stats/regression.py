@@ -65,12 +65,17 @@ class Decision:
     n_reference: int
     n_candidate: int
     n_pairs: int
-    reference_mean: float
+    reference_mean: float  # arithmetic, over every round of the arm (labelled "all rounds")
     candidate_mean: float
     p_value: float | None  # "no change" test at this look, for information
     method: str
     note: str
     decisions: int = 1  # (size, metric) decisions in the family this interval is adjusted for
+    # Geometric means over the rounds the interval used (complete blocks when paired, per-block
+    # means first): candidate_gm / reference_gm - 1 is slowdown_pct exactly, so the figures
+    # printed beside the interval agree with it (issue 26).
+    reference_gm: float = float("nan")
+    candidate_gm: float = float("nan")
 
 
 def look_confidence(confidence: float, max_looks: int, decisions: int = 1) -> float:
@@ -148,6 +153,7 @@ def regression_decision(
         confidence=level,
         scale="log",
     )
+    matched = dict(log_ratio.arm_means)  # log-scale means over the interval's rounds
     ci = None
     if log_ratio.ci is not None:
         ci = (
@@ -176,6 +182,8 @@ def regression_decision(
         method=log_ratio.method,
         note=log_ratio.note,
         decisions=decisions,
+        reference_gm=float(np.exp(matched[reference])),
+        candidate_gm=float(np.exp(matched[candidate])),
     )
 
 
