@@ -89,3 +89,22 @@ def test_every_figure_beside_an_interval_comes_from_the_intervals_rounds(store: 
     assert f"| {d.reference_gm:.3f} | {d.candidate_gm:.3f} | {d.slowdown_pct:+.1f} % |" in (
         markdown_summary(result)
     )
+
+
+def test_the_gate_shows_its_sensitivity_as_such_not_as_a_bound(store: Store) -> None:
+    """Issue 26, item 3, in `regress`: the MDE of the look, worded as the run's sensitivity."""
+    model = build_model(store, build_sweep(store, SweepSpec()))
+    rounds = model.rounds[model.rounds["included"]]
+    d = regression_decision(
+        rounds, reference="baseline", candidate=ARM, size=SIZE, metric=METRIC, margin_pct=5.0
+    )
+    assert d.slowdown_ci is not None and d.mde_pct > 0
+    assert f"this look could detect {d.mde_pct:.1f} % (80 % power)" in describe(d)
+    result = GateResult(
+        verdict=d.verdict, source="test", run_id=None, looks=1, max_looks=1, blocks=5,
+        decisions=(d,),
+    )  # fmt: skip
+    summary = markdown_summary(result)
+    assert "| could detect |" in summary and "not a bound on the slowdown" in summary
+    assert f"| {d.mde_pct:.1f} % |" in summary
+    assert result.to_dict()["decisions"][0]["mde_pct"] == pytest.approx(d.mde_pct)

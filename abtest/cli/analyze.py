@@ -28,9 +28,9 @@ METHOD_LINES = (
     "p-values test 'no change', Holm-adjusted across the arms of each table.",
     "Means are the ones the saving is made of (complete blocks when paired); "
     "'(all x)': the mean over every round, where that differs.",
-    "Detectable %: the smallest change (either way) the comparison would have detected with 80 % "
-    "power, from its own per-block noise (paired only); '< X if any' where the interval "
-    "includes 0.",
+    "could detect %: the run's sensitivity, the change (either way) it would have detected "
+    "with 80 % power, from its own per-block noise (paired only). Not a bound on the effect: "
+    "the interval's bounds are what the data rule out.",
 )
 
 
@@ -147,7 +147,7 @@ def _print_tables(result: Analysis) -> None:
                 "arm mean s",
                 "saving s [CI]",
                 "reduction % [CI]",
-                "detectable %",
+                "could detect % (80 % power)",
                 "p",
                 "p Holm",
                 "note",

@@ -7,6 +7,7 @@ calling it a pass). The numbers are in the message so a CI page shows them as th
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 
 from abtest.stats import Decision
@@ -52,13 +53,20 @@ def _all_rounds(d: Decision) -> str:
     )
 
 
+def _sensitivity(d: Decision) -> str:
+    """The look's MDE, worded as what it is: the run's sensitivity, not a bound."""
+    return f"could detect {d.mde_pct:.1f} % (80 % power)" if math.isfinite(d.mde_pct) else "-"
+
+
 def describe(d: Decision) -> str:
     name = METRIC_NAMES.get(d.metric, d.metric)
+    sensitivity = f"; this look {_sensitivity(d)}" if math.isfinite(d.mde_pct) else ""
     return (
         f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_gm:.3f} s vs reference "
         f"{d.reference_gm:.3f} s (geometric means, {_rounds_used(d)}), slowdown "
         f"{d.slowdown_pct:+.1f} % {d.look_confidence * 100:.1f} % CI {_ci(d)}, margin "
-        f"{d.margin_pct:g} % (n {d.n_reference}/{d.n_candidate}, {d.method}{_all_rounds(d)})"
+        f"{d.margin_pct:g} %{sensitivity} (n {d.n_reference}/{d.n_candidate}, "
+        f"{d.method}{_all_rounds(d)})"
     )
 
 
@@ -107,15 +115,19 @@ def markdown_summary(result: GateResult) -> str:
         "most (1 - confidence) / 2 of the time in each direction.",
         "",
         "Reference and candidate are geometric means over the rounds the interval used "
-        "(complete blocks when paired), so candidate / reference - 1 is the slowdown.",
+        "(complete blocks when paired), so candidate / reference - 1 is the slowdown. "
+        "The CI's bounds are what the data rule out; 'could detect' is the look's sensitivity "
+        "(the change it would have shown 80 % of the time), not a bound on the slowdown.",
         "",
-        "| size | metric | reference (s) | candidate (s) | slowdown | CI | margin | verdict |",
-        "|---:|---|---:|---:|---:|---|---:|---|",
+        "| size | metric | reference (s) | candidate (s) | slowdown | CI | could detect | "
+        "margin | verdict |",
+        "|---:|---|---:|---:|---:|---|---:|---:|---|",
     ]
     for d in result.decisions:
         lines.append(
             f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_gm:.3f} | "
             f"{d.candidate_gm:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
+            f"{_sensitivity(d).removeprefix('could detect ').removesuffix(' (80 % power)')} | "
             f"{d.margin_pct:g} % | {icon[d.verdict]} {d.verdict} |"
         )
     return "\n".join(lines) + "\n"
