@@ -100,6 +100,17 @@ def analyze(
         _print_text(result, out_format)
     else:
         _print_tables(result)
+    if not result.comparisons:
+        # Nothing compared is not success (issue 26): the output above lists what was skipped;
+        # the exit code tells a script that no comparison was made.
+        skipped = ", ".join(f"{arm} at {size}" for arm, size in result.skipped)
+        raise UserError(
+            "nothing was compared: every arm was skipped, no baseline rounds at its size"
+            + (f" ({skipped})" if skipped else ""),
+            result.source,
+            f"measure {result.baseline} at the sizes the other arms have, or name another "
+            "--baseline",
+        )
 
 
 def _print_text(result: Analysis, out_format: str) -> None:
