@@ -133,3 +133,32 @@ def test_csv_format_carries_the_matched_means(tmp_path: Path) -> None:
     matched = float(row["baseline_mean_matched"]) - float(row["treatment_mean_matched"])
     assert float(row["savings_s"]) == pytest.approx(matched)
     assert float(row["baseline_mean"]) == pytest.approx(5.3)
+
+
+def test_duplicate_rounds_differing_only_in_formatting_are_refused(tmp_path: Path) -> None:
+    """Issue 26: `2.00` repeats `2.0` (and ` 50` repeats `50`): compared by value, not text."""
+    path = _write(tmp_path, NO_BLOCKS + "treat,50.0,1.70,1.600\n")
+    result = _run(str(path))
+    assert isinstance(result.exception, UserError), result.output
+    line = result.exception.one_line()
+    assert "duplicate" in line and "line 6" in line and "line 8" in line
+
+
+def test_blocks_stay_text_so_1_and_1_0_are_different_blocks(tmp_path: Path) -> None:
+    text = "arm,size,block,batch_ready_s\nb,50,1,2.0\nb,50,1.0,2.0\nt,50,1,1.5\nt,50,1.0,1.6\n"
+    result = _run(str(_write(tmp_path, text)), "--json", "--baseline", "b")
+    assert result.exit_code == 0, (result.output, result.exception)
+
+
+def test_nothing_compared_exits_non_zero_and_says_why(tmp_path: Path) -> None:
+    """Issue 26: every arm skipped (no baseline rounds at its size) is not a success."""
+    text = "arm,size,batch_ready_s\nbaseline,20,2.0\nbaseline,20,2.1\nfast,50,1.5\nfast,50,1.6\n"
+    path = _write(tmp_path, text)
+    for args in ((), ("--json",), ("--format", "csv")):
+        result = _run(str(path), *args)
+        assert isinstance(result.exception, UserError), (args, result.output)
+        assert result.exception.exit_code == 2
+        line = result.exception.one_line()
+        assert "nothing was compared" in line and "fast at 50" in line, line
+    (as_json,) = [_run(str(path), "--json")]
+    assert json.loads(as_json.stdout)["skipped"][0]["arm"] == "fast"  # still says what

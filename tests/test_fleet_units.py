@@ -24,7 +24,14 @@ from abtest.errors import ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, same_node
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.sweep import SweepOptions, done_keys, run_sweep
-from abtest.stats.fleet import EACH_VS_REST, TWO_NODES, node_interaction, node_interactions
+from abtest.stats import fleet
+from abtest.stats.fleet import (
+    DF_CORRECTION,
+    EACH_VS_REST,
+    TWO_NODES,
+    node_interaction,
+    node_interactions,
+)
 from abtest.store.db import Store
 
 
@@ -38,7 +45,7 @@ def _frame(effects: dict[str, list[tuple[float, float]]], size: int = 10) -> pd.
     return pd.DataFrame(rows)
 
 
-def test_two_nodes_difference_of_log_ratios_matches_a_hand_computation() -> None:
+def test_two_nodes_difference_of_log_ratios_is_welch_with_each_nodes_own_variance() -> None:
     rounds = _frame(
         {"a": [(2.0, 1.6), (2.2, 1.9), (2.1, 1.7)], "b": [(2.0, 2.0), (2.4, 2.3), (1.9, 1.95)]}
     )
@@ -46,41 +53,60 @@ def test_two_nodes_difference_of_log_ratios_matches_a_hand_computation() -> None
     da = np.log([1.6 / 2.0, 1.9 / 2.2, 1.7 / 2.1])
     db = np.log([2.0 / 2.0, 2.3 / 2.4, 1.95 / 1.9])
     diff = da.mean() - db.mean()
-    s2 = (((da - da.mean()) ** 2).sum() + ((db - db.mean()) ** 2).sum()) / 4
-    se = math.sqrt(s2 * (1 / 3 + 1 / 3))
-    half = sps.t.ppf(0.975, 4) * se
-    assert got.method == TWO_NODES and got.nodes == ("a", "b") and got.df == 4
+    va, vb = da.var(ddof=1) / 3, db.var(ddof=1) / 3  # each node its own variance
+    se = math.sqrt(va + vb)
+    nu = 3 - DF_CORRECTION  # a node of n blocks counts n - 1.75 df (see stats.fleet)
+    df = max((va + vb) ** 2 / (va**2 / nu + vb**2 / nu), 1.0)
+    half = sps.t.ppf(0.975, df) * se
+    assert got.method == TWO_NODES and got.nodes == ("a", "b")
+    assert got.sd_by_node == pytest.approx((da.std(ddof=1), db.std(ddof=1)))
     (c,) = got.contrasts
     assert c.node == "a" and c.rest == ("b",)
     assert c.difference == pytest.approx(diff)
+    assert c.df == pytest.approx(df) and got.df == pytest.approx(df)
     assert c.difference_ci == pytest.approx((diff - half, diff + half))
     assert c.ratio_of_ratios == pytest.approx(math.exp(diff))
     assert c.pct_difference == pytest.approx((math.exp(diff) - 1) * 100)
-    # scipy: the pooled two-sample t, and F = t^2 with the same p-value
-    t = sps.ttest_ind(da, db, equal_var=True)
-    assert c.p_value == pytest.approx(t.pvalue)
+    # Welch's statistic is scipy's; only the df differs (the small-sample correction)
+    t = sps.ttest_ind(da, db, equal_var=False)
+    assert diff / se == pytest.approx(t.statistic)
+    assert c.p_value == pytest.approx(2 * sps.t.sf(abs(t.statistic), df))
     assert got.f_stat == pytest.approx(t.statistic**2)
-    assert got.p_value == pytest.approx(t.pvalue)
+    assert got.p_value == pytest.approx(c.p_value)
 
 
-def test_three_nodes_heterogeneity_is_scipy_one_way_anova_and_each_vs_rest_is_holm() -> None:
+def test_three_nodes_heterogeneity_is_welchs_anova_and_each_vs_rest_is_holm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rng = np.random.default_rng(3)
     effects = {
-        n: [(2.0 * math.exp(rng.normal(0, 0.05)), 2.0 * math.exp(shift + rng.normal(0, 0.05)))
+        n: [(2.0 * math.exp(rng.normal(0, 0.05)), 2.0 * math.exp(shift + rng.normal(0, sd)))
             for _ in range(4)]
-        for n, shift in (("a", -0.2), ("b", -0.2), ("c", 0.1))
+        for n, shift, sd in (("a", -0.2, 0.05), ("b", -0.2, 0.02), ("c", 0.1, 0.1))
     }  # fmt: skip
     rounds = _frame(effects)
-    got = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
     d = {n: np.log([t / b for b, t in effects[n]]) for n in effects}
-    anova = sps.f_oneway(d["a"], d["b"], d["c"])
-    assert got.method == EACH_VS_REST and got.df == 9
-    assert got.f_stat == pytest.approx(anova.statistic)
-    assert got.p_value == pytest.approx(anova.pvalue)
+    # Without the df correction the test is exactly scipy's Welch one-way ANOVA.
+    monkeypatch.setattr(fleet, "DF_CORRECTION", 1.0)
+    plain = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    anova = sps.f_oneway(d["a"], d["b"], d["c"], equal_var=False)
+    assert plain.f_stat == pytest.approx(anova.statistic)
+    assert plain.p_value == pytest.approx(anova.pvalue)
+    monkeypatch.undo()
+    got = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    assert got.method == EACH_VS_REST
+    assert got.f_stat is not None and plain.f_stat is not None
+    assert got.f_stat <= plain.f_stat  # same statistic shrunk by a larger weights correction
+    assert got.df < plain.df and got.p_value is not None and got.p_value >= anova.pvalue
     assert [c.node for c in got.contrasts] == ["a", "b", "c"]
     c = got.contrasts[2]  # c vs a+b: the odd one out
-    assert c.difference == pytest.approx(d["c"].mean() - np.concatenate([d["a"], d["b"]]).mean())
+    rest = np.concatenate([d["a"], d["b"]])
+    assert c.difference == pytest.approx(d["c"].mean() - rest.mean())
+    # its variance: c's own, plus the rest's mean made of a's and b's own variances
+    se2 = d["c"].var(ddof=1) / 4 + 0.25 * d["a"].var(ddof=1) / 4 + 0.25 * d["b"].var(ddof=1) / 4
     assert c.difference_ci is not None and c.difference_ci[0] > 0
+    crit = sps.t.ppf(0.975, c.df)
+    assert c.difference_ci[1] - c.difference_ci[0] == pytest.approx(2 * crit * math.sqrt(se2))
     ps: list[float] = []
     for x in got.contrasts:
         assert x.p_value is not None
@@ -132,7 +158,13 @@ def test_node_interactions_covers_every_arm_and_size_with_a_baseline() -> None:
 
 
 def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> None:
-    """Calibration at the fleet lab's sizes: 2 nodes x 2-5 blocks, true difference 0.1."""
+    """Calibration at the fleet lab's sizes: 2 nodes x 2-5 blocks, true difference 0.1.
+
+    End to end through the rounds frame (the vectorised calibration of the same code under
+    unequal noise and unequal blocks is in test_stats_fleet_calibration.py). With 2 blocks a
+    node's variance has 1 degree of freedom and the per-node interval is conservative (it
+    covers ~99 %), the price of not assuming every node equally noisy (issue 26).
+    """
     rng = np.random.default_rng(14)
     for blocks in (2, 5):
         hits, trials = 0, 1000
@@ -153,7 +185,8 @@ def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> N
             ci = got.contrasts[0].difference_ci
             assert ci is not None
             hits += ci[0] <= 0.1 <= ci[1]
-        assert 0.93 <= hits / trials <= 0.97, (blocks, hits / trials)
+        low, high = (0.95, 1.0) if blocks == 2 else (0.93, 0.97)
+        assert low <= hits / trials <= high, (blocks, hits / trials)
 
 
 # --------------------------------------------------------------------------- the report

@@ -19,6 +19,7 @@ from abtest.errors import UserError
 from abtest.experiment.history import noise_history
 from abtest.experiment.plan import PlanOptions, build_plan, parse_percent, power_plan
 from abtest.report import build_model, build_tables, render_markdown
+from abtest.report.fmt import SENSITIVITY_HEADER, SENSITIVITY_NOTE
 from abtest.report.html import render_html
 from abtest.report.tidy import to_json
 from abtest.stats import compare_pair
@@ -155,17 +156,20 @@ def test_report_carries_the_achieved_mde_in_every_format(store: Store) -> None:
     assert found is not None and found.n_blocks == null.n_pairs
     tables = build_tables(model)
     savings = tables.savings[0]
-    column = savings.columns.index("Detectable %")
+    # Issue 26: the MDE is the run's sensitivity, shown as such; it used to read "< X if any"
+    # beside an interval reaching past X, as if it bounded the effect. Now never a bound.
+    column = savings.columns.index(SENSITIVITY_HEADER)
     cells = {(r[0], r[1]): r[column] for r in savings.rows}
-    assert cells[(str(null.size), null.arm)] == f"< {found.mde_pct:.1f} if any"
+    assert cells[(str(null.size), null.arm)] == f"{found.mde_pct:.1f}"
     clear_found = model.detectable_for(clear)
     assert clear_found is not None
     assert cells[(str(clear.size), clear.arm)] == f"{clear_found.mde_pct:.1f}"
-    assert any("Detectable %" in n for n in savings.notes)
+    assert SENSITIVITY_NOTE in savings.notes and "not a bound" in SENSITIVITY_NOTE
     markdown = render_markdown(model)
-    assert f"< {found.mde_pct:.1f} if any" in markdown and "| Detectable % |" in markdown
     html = render_html(model, figures=[])
-    assert "Detectable %" in html and f"&lt; {found.mde_pct:.1f} if any" in html
+    for text in (markdown, html):
+        assert SENSITIVITY_HEADER in text and "if any" not in text
+    assert f"| {SENSITIVITY_HEADER} |" in markdown
     doc = to_json(model)
     row = next(
         r for r in doc["comparisons"]
@@ -231,7 +235,17 @@ def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> Non
     base = [sys.executable, "-m", "abtest", "analyze", str(rounds)]
     text = subprocess.run(base, capture_output=True, text=True, env=env)
     assert text.returncode == 0, text.stderr
-    assert "detectable %" in text.stdout and f"< {found.mde_pct:.1f} if any" in text.stdout
+    # the sensitivity, worded as such, never "< X if any" (issue 26)
+    assert "could detect % (80 % power)" in text.stdout and "if any" not in text.stdout
+    assert f" {found.mde_pct:.1f} " in text.stdout and "Not a bound on the effect" in text.stdout
     as_json = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
     (row,) = json.loads(as_json.stdout)["comparisons"]
     assert row["mde_pct"] == pytest.approx(found.mde_pct)
+    md = subprocess.run([*base, "--format", "md"], capture_output=True, text=True, env=env)
+    assert "| could detect % (80 % power) |" in md.stdout
+    assert f"| {found.mde_pct:.1f} |" in md.stdout and "if any" not in md.stdout
+    as_csv = subprocess.run([*base, "--format", "csv"], capture_output=True, text=True, env=env)
+    header, line = as_csv.stdout.splitlines()[:2]
+    assert float(line.split(",")[header.split(",").index("mde_pct")]) == pytest.approx(
+        found.mde_pct
+    )

@@ -92,7 +92,7 @@ def test_a_large_effect_resolves_at_the_first_look_and_the_sweep_stops(
     markdown = (out_dir / "report.md").read_text()
     assert f"took {looks['looks_taken']} of 2" in markdown
     assert "97.5% = 1 - 0.05 / 2 looks (Bonferroni" in markdown
-    assert "| Detectable % |" in markdown
+    assert "| Could detect % (80 % power) |" in markdown  # renamed in issue 26
     doc = json.loads((out_dir / "report.json").read_text())
     assert doc["until_resolved"]["looks_taken"] == looks["looks_taken"]
     slow = [c for c in doc["comparisons"] if c["arm"] == "+kubeAPIQPS"]

@@ -28,9 +28,9 @@ METHOD_LINES = (
     "p-values test 'no change', Holm-adjusted across the arms of each table.",
     "Means are the ones the saving is made of (complete blocks when paired); "
     "'(all x)': the mean over every round, where that differs.",
-    "Detectable %: the smallest change (either way) the comparison would have detected with 80 % "
-    "power, from its own per-block noise (paired only); '< X if any' where the interval "
-    "includes 0.",
+    "could detect %: the run's sensitivity, the change (either way) it would have detected "
+    "with 80 % power, from its own per-block noise (paired only). Not a bound on the effect: "
+    "the interval's bounds are what the data rule out.",
 )
 
 
@@ -100,6 +100,17 @@ def analyze(
         _print_text(result, out_format)
     else:
         _print_tables(result)
+    if not result.comparisons:
+        # Nothing compared is not success (issue 26): the output above lists what was skipped;
+        # the exit code tells a script that no comparison was made.
+        skipped = ", ".join(f"{arm} at {size}" for arm, size in result.skipped)
+        raise UserError(
+            "nothing was compared: every arm was skipped, no baseline rounds at its size"
+            + (f" ({skipped})" if skipped else ""),
+            result.source,
+            f"measure {result.baseline} at the sizes the other arms have, or name another "
+            "--baseline",
+        )
 
 
 def _print_text(result: Analysis, out_format: str) -> None:
@@ -147,7 +158,7 @@ def _print_tables(result: Analysis) -> None:
                 "arm mean s",
                 "saving s [CI]",
                 "reduction % [CI]",
-                "detectable %",
+                "could detect % (80 % power)",
                 "p",
                 "p Holm",
                 "note",

@@ -31,6 +31,8 @@ CSV_COLUMNS = (
     "pct_reduction",
     "pct_ci_low",
     "pct_ci_high",
+    # the run's sensitivity (80 % power), not a bound on the effect (issue 26)
+    "mde_pct",
     "p_value",
     "p_adjusted",
     "confidence",
@@ -67,8 +69,8 @@ def to_markdown(
             f"### {metric}, {size} pods, vs {baseline} ({confidence:.0%} intervals)",
             "",
             "| arm | n base/arm | base mean s | arm mean s | saving s [CI] | reduction % [CI] "
-            "| p | p Holm | note |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| could detect % (80 % power) | p | p Holm | note |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for c in rows:
             n = f"{c['n_baseline']}/{c['n_treatment']}"
@@ -80,6 +82,7 @@ def to_markdown(
                 _num(c.get("treatment_mean_matched", c["treatment_mean"]), 3),
                 _with_ci(c["savings_s"], c["savings_ci"], 3),
                 _with_ci(c["pct_reduction"], c["pct_ci"], 1),
+                "-" if c.get("mde_pct") is None or not c["pct_ci"] else _num(c["mde_pct"], 1),
                 _p(c["p_value"]),
                 _p(c["p_adjusted"]),
                 c["note"] or "",

@@ -9,9 +9,9 @@ Refused rather than guessed at:
 
 - a column named twice in the header (pandas would silently rename the second copy and the
   analysis would ignore it);
-- exact duplicate rows (every column equal): a pasted-twice round would count as two and
-  shrink the interval. Two real rounds with identical times are told apart by any column that
-  differs, e.g. ``round`` or ``block``;
+- duplicate rows (every column equal, numbers compared by value so ``2.00`` repeats ``2.0``):
+  a pasted-twice round would count as two and shrink the interval. Two real rounds with
+  identical times are told apart by any column that differs, e.g. ``round`` or ``block``;
 - an empty or bad cell in a metric that is analysed. Metrics not asked for are not read, so a
   gap there does not reject the file.
 """
@@ -131,22 +131,39 @@ def _check_header(path: Path, where: str) -> None:
         seen.add(name)
 
 
+def _parsed(cell: str) -> str:
+    """A numeric cell by its value (``2.00`` and ``2.0`` are one time), any other as text."""
+    try:
+        return repr(float(cell))
+    except ValueError:
+        return cell
+
+
 def _check_duplicates(raw: pd.DataFrame, where: str) -> None:
-    """Refuse rows identical in every column: a round pasted twice would count twice."""
-    repeated = raw[raw.duplicated(keep=False)]
+    """Refuse rows identical in every column: a round pasted twice would count twice.
+
+    Rows are compared by parsed values, not text: a copy re-saved as ``2.0`` instead of
+    ``2.00`` is still a copy (issue 26). Arm and block stay text: the analysis tells arms and
+    blocks apart by their text, so ``1`` and ``1.0`` there are different blocks.
+    """
+    keys = raw.copy()
+    for column in keys.columns:
+        if column not in (ARM, BLOCK):
+            keys[column] = keys[column].map(_parsed)
+    repeated = keys[keys.duplicated(keep=False)]
     if repeated.empty:
         return
-    first_copy = raw.duplicated(keep="first")
-    line = int(raw.index[first_copy.to_numpy()][0])
+    first_copy = keys.duplicated(keep="first")
+    line = int(keys.index[first_copy.to_numpy()][0])
     twin = next(
         int(other)
         for other in repeated.index
-        if other != line and repeated.loc[other].equals(raw.loc[line])
+        if other != line and repeated.loc[other].equals(keys.loc[line])
     )
     count = int(first_copy.sum())
     more = f" ({count} duplicate rows in all)" if count > 1 else ""
     raise UserError(
-        f"duplicate rounds: line {line} repeats line {twin} exactly{more}",
+        f"duplicate rounds: line {line} repeats line {twin} (same values in every column){more}",
         where,
         "remove the copy, or if they are distinct rounds with equal times, add a column "
         "that tells them apart (e.g. round or block)",

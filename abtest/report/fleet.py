@@ -180,9 +180,9 @@ def _interaction(inter: list[NodeInteraction], metric: str, ci: str) -> Table:
             "within the node) on this node divided by the same on the other node(s), minus 1, "
             "in %: +5 means the arm is 5 % slower relative to its baseline here than there; "
             "0 in the interval: no evidence the effect differs.",
-            "Method: " + "; ".join(methods) + " (t on the pooled within-node SD of the "
-            "per-block log ratios). p (same on all): the F-test that every node has the same "
-            "effect."
+            "Method: " + "; ".join(methods) + " (Welch-Satterthwaite t on each node's own SD "
+            "of its per-block log ratios, so a noisy node does not borrow a quiet one's "
+            "precision). p (same on all): Welch's test that every node has the same effect."
             if methods
             else "",
         ],

@@ -48,15 +48,30 @@ def with_ci(
     return f"{show(value, digits)} [{show(ci[0], digits)}, {show(ci[1], digits)}]"
 
 
+# The MDE is the run's sensitivity, never a bound on the effect: "< 20.7 if any" beside
+# "12.6 [-0.4, 24.0]" read as a bound the interval itself exceeds (issue 26). What the data
+# rule out is the interval; the MDE says what the run could have caught.
+SENSITIVITY_HEADER = "Could detect % (80 % power)"
+SENSITIVITY_NOTE = (
+    "Could detect %: the run's sensitivity, the change (either way) it would have detected "
+    "80 % of the time at this level, from the comparison's own per-block noise (paired only). "
+    "It is not a bound on the effect: what the data rule out is what lies outside the "
+    "interval; where the interval includes 0 no change was shown, and a change as large as "
+    "either bound is still possible."
+)
+
+
 def detectable_cell(mde_pct: float | None, pct_ci: tuple[float, float] | None) -> str:
-    """The minimum detectable effect beside an interval: ``12.3``, or ``< 12.3 if any`` where the
-    interval includes 0 ("no significant difference" is then "less than 12.3 %, if any")."""
+    """The run's sensitivity beside an interval, ``12.3`` (a dash without an interval)."""
     if pct_ci is None or not finite(mde_pct):
         return DASH
     assert mde_pct is not None
-    if pct_ci[0] <= 0.0 <= pct_ci[1]:
-        return f"< {mde_pct:.1f} if any"
     return f"{mde_pct:.1f}"
+
+
+def excluded_text(ci: tuple[float, float], what: str = "reductions") -> str:
+    """What an interval rules out, in words: its bounds, never the MDE."""
+    return f"the interval excludes {what} below {ci[0]:+.1f} % and above {ci[1]:+.1f} %"
 
 
 def p_value(p: float | None) -> str:

@@ -2,8 +2,9 @@
 
 A case passes when its saving interval excludes 0 (the run shows an effect, either way: the
 saving's sign is in the message), fails when the interval includes 0 (no effect shown at this
-level: "less than the interval's width, if any"), and is skipped when no interval could be made
-(too few pairs, no variation) with the reason. CI systems then list every gate with a verdict.
+level; the message gives the interval's bounds, which are what the data rule out), and is
+skipped when no interval could be made (too few pairs, no variation) with the reason. CI
+systems then list every gate with a verdict.
 """
 
 from __future__ import annotations

@@ -361,8 +361,9 @@ def _method(confidence: float, sequential: SequentialPlan | None = None) -> tupl
         f"on means, {level} t-intervals paired by block (Welch when blocks do not pair); "
         "p-values test 'no change', Holm-adjusted across the arms vs the baseline at each size "
         "(attribution tables adjust over their own comparisons; each table names its family). "
-        f"Detectable: the smallest change (either way) each comparison would have detected with "
-        f"{POWER:.0%} power at this level, from its own per-block noise (paired t, power from the "
-        "noncentral t); where the interval includes 0, the change is less than that, if any.",
+        f"Could detect: each comparison's sensitivity, the change (either way) it would have "
+        f"detected with {POWER:.0%} power at this level, from its own per-block noise (paired t, "
+        "power from the noncentral t). It is not a bound on the effect: the interval says what "
+        "the data rule out.",
         *stopping,
     )

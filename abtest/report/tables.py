@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from abtest.report.fleet import fleet_tables
 from abtest.report.fmt import (
     DASH,
+    SENSITIVITY_HEADER,
+    SENSITIVITY_NOTE,
     Table,
     detectable_cell,
+    excluded_text,
+    finite,
     level,
     make_table,
     num,
@@ -114,11 +118,14 @@ def _headlines(model: ReportModel) -> tuple[str, ...]:
 
 
 def _if_any(model: ReportModel, c: Comparison) -> str:
-    text = detectable_text(model, c)
-    if not text.startswith("<"):
+    """For a change not shown: what the interval rules out, and the run's sensitivity."""
+    if c.pct_ci is None or not c.pct_ci[0] <= 0.0 <= c.pct_ci[1]:
         return ""
-    bound = text.removeprefix("< ").removesuffix(" if any")
-    return f"; no difference found: less than {bound} %, if any"
+    text = f"; no change shown: {excluded_text(c.pct_ci)}"
+    found = model.detectable_for(c)
+    if found is not None and finite(found.mde_pct):
+        text += f"; this run could detect {found.mde_pct:.1f} % (80 % power)"
+    return text
 
 
 def _change_words(c: Comparison) -> str:
@@ -143,8 +150,7 @@ def _pct(c: Comparison) -> str:
 
 
 def detectable_text(model: ReportModel, c: Comparison) -> str:
-    """The minimum detectable effect the run achieved for ``c``; where the interval includes
-    0 it reads "< X if any": no difference was found, and one of X % would likely have been."""
+    """The run's sensitivity for ``c``: the change it would have detected with 80 % power."""
     found = model.detectable_for(c)
     return detectable_cell(found.mde_pct if found else None, c.pct_ci)
 
@@ -228,7 +234,7 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
         "Arm s",
         f"Saving s [{ci} CI]",
         f"Reduction % [{ci} CI]",
-        "Detectable %",
+        SENSITIVITY_HEADER,
         "p",
         "p (Holm)",
         "n base/arm",
@@ -248,11 +254,7 @@ def _savings(model: ReportModel, metric: str, ci: str) -> Table | None:
     )
 
 
-DETECTABLE_NOTE = (
-    "Detectable %: the smallest change, either way, this run would have detected with 80 % "
-    "power at this level, from the comparison's own per-block noise (paired only); "
-    "'< X if any' where the interval includes 0."
-)
+DETECTABLE_NOTE = SENSITIVITY_NOTE
 
 
 def _combined(model: ReportModel, ci: str) -> Table | None:

@@ -3,6 +3,8 @@ stages, restarts. Formatting of the model only."""
 
 from __future__ import annotations
 
+import math
+
 from abtest.report.fmt import DASH, Table, make_table, ms, num, p_value, with_ci
 from abtest.report.model import METRIC_LABELS, ReportModel
 from abtest.stats import Attribution, Comparison, FactorialEffects
@@ -69,12 +71,24 @@ def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
         )
     na = a.non_additivity
     if na is not None:
+        rounds_used = "the same complete blocks" if na.method == "paired" else "the same rounds"
+        all_rounds = ""
+        if not (
+            math.isclose(na.combined_saving_all_rounds_s, na.combined_saving_s, abs_tol=5e-4)
+            and math.isclose(na.sum_of_singles_all_rounds_s, na.sum_of_singles_s, abs_tol=5e-4)
+        ):
+            # Shown, but labelled: it is not what the interval was computed from.
+            all_rounds = (
+                f" (all rounds, not the interval's: combined "
+                f"{num(na.combined_saving_all_rounds_s)} s, sum of singles "
+                f"{num(na.sum_of_singles_all_rounds_s)} s)"
+            )
         notes.append(
             f"Non-additivity (combined saving - sum of single savings): "
             f"{with_ci(na.excess_s, na.excess_ci, na.note, 3, sign=True)} s, "
-            f"p {p_value(na.p_value)} ({na.method}); from means: combined "
-            f"{num(na.combined_saving_s)} s, sum of singles {num(na.sum_of_singles_s)} s. "
-            "> 0: the factors help each other; < 0: they overlap."
+            f"p {p_value(na.p_value)} ({na.method}); from {rounds_used}: combined "
+            f"{num(na.combined_saving_s)} s, sum of singles {num(na.sum_of_singles_s)} s"
+            f"{all_rounds}. > 0: the factors help each other; < 0: they overlap."
         )
     if a.share_method == "shapley":
         notes.append("Shares are exact Shapley values (every subset of the factors measured).")

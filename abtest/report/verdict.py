@@ -7,6 +7,7 @@ calling it a pass). The numbers are in the message so a CI page shows them as th
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 
 from abtest.stats import Decision
@@ -35,13 +36,37 @@ def _family(result: GateResult) -> int:
     return max((d.decisions for d in result.decisions), default=len(result.decisions))
 
 
+def _rounds_used(d: Decision) -> str:
+    """Which rounds the means beside the interval come from (the interval's own)."""
+    if d.method == "paired":
+        return f"{d.n_pairs} complete blocks"
+    return f"{d.n_reference}/{d.n_candidate} rounds"
+
+
+def _all_rounds(d: Decision) -> str:
+    """The all-rounds arithmetic means, labelled, only where they could be mistaken (unbalanced)."""
+    if d.method != "paired" or (d.n_reference == d.n_pairs and d.n_candidate == d.n_pairs):
+        return ""
+    return (
+        f"; all rounds (not the interval's): candidate {d.candidate_mean:.3f} s vs reference "
+        f"{d.reference_mean:.3f} s, arithmetic means"
+    )
+
+
+def _sensitivity(d: Decision) -> str:
+    """The look's MDE, worded as what it is: the run's sensitivity, not a bound."""
+    return f"could detect {d.mde_pct:.1f} % (80 % power)" if math.isfinite(d.mde_pct) else "-"
+
+
 def describe(d: Decision) -> str:
     name = METRIC_NAMES.get(d.metric, d.metric)
+    sensitivity = f"; this look {_sensitivity(d)}" if math.isfinite(d.mde_pct) else ""
     return (
-        f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_mean:.3f} s vs reference "
-        f"{d.reference_mean:.3f} s, slowdown {d.slowdown_pct:+.1f} % "
-        f"{d.look_confidence * 100:.1f} % CI {_ci(d)}, margin {d.margin_pct:g} % "
-        f"(n {d.n_reference}/{d.n_candidate}, {d.method})"
+        f"{d.verdict}: {name} at {d.size} pods: candidate {d.candidate_gm:.3f} s vs reference "
+        f"{d.reference_gm:.3f} s (geometric means, {_rounds_used(d)}), slowdown "
+        f"{d.slowdown_pct:+.1f} % {d.look_confidence * 100:.1f} % CI {_ci(d)}, margin "
+        f"{d.margin_pct:g} %{sensitivity} (n {d.n_reference}/{d.n_candidate}, "
+        f"{d.method}{_all_rounds(d)})"
     )
 
 
@@ -89,13 +114,20 @@ def markdown_summary(result: GateResult) -> str:
         f"{_family(result)} decision(s), so the overall verdict is wrong (FAIL or PASS) at "
         "most (1 - confidence) / 2 of the time in each direction.",
         "",
-        "| size | metric | reference (s) | candidate (s) | slowdown | CI | margin | verdict |",
-        "|---:|---|---:|---:|---:|---|---:|---|",
+        "Reference and candidate are geometric means over the rounds the interval used "
+        "(complete blocks when paired), so candidate / reference - 1 is the slowdown. "
+        "The CI's bounds are what the data rule out; 'could detect' is the look's sensitivity "
+        "(the change it would have shown 80 % of the time), not a bound on the slowdown.",
+        "",
+        "| size | metric | reference (s) | candidate (s) | slowdown | CI | could detect | "
+        "margin | verdict |",
+        "|---:|---|---:|---:|---:|---|---:|---:|---|",
     ]
     for d in result.decisions:
         lines.append(
-            f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_mean:.3f} | "
-            f"{d.candidate_mean:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
+            f"| {d.size} | {METRIC_NAMES.get(d.metric, d.metric)} | {d.reference_gm:.3f} | "
+            f"{d.candidate_gm:.3f} | {d.slowdown_pct:+.1f} % | {_ci(d)} | "
+            f"{_sensitivity(d).removeprefix('could detect ').removesuffix(' (80 % power)')} | "
             f"{d.margin_pct:g} % | {icon[d.verdict]} {d.verdict} |"
         )
     return "\n".join(lines) + "\n"

@@ -61,13 +61,20 @@ class FactorAttribution:
 class NonAdditivity:
     """Combined saving vs the sum of the single savings, seconds."""
 
-    combined_saving_s: float  # from arm means
-    sum_of_singles_s: float  # from arm means
+    # From the arm means the contrast used (complete blocks when paired, all rounds in a Welch
+    # one): combined_saving_s - sum_of_singles_s == excess_s, so the note never contradicts
+    # its interval (issue 26: all-rounds means beside a complete-block excess disagreed).
+    combined_saving_s: float
+    sum_of_singles_s: float
     excess_s: float  # combined - sum, estimated by the contrast (paired when possible)
     excess_ci: tuple[float, float] | None
     p_value: float | None
     method: str  # "paired" (by block), "welch" (delta/Welch approximation) or "none"
     note: str
+    # The same from every round of each arm; differs from the above on unbalanced data and is
+    # shown only labelled "all rounds".
+    combined_saving_all_rounds_s: float = float("nan")
+    sum_of_singles_all_rounds_s: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -249,11 +256,15 @@ def _non_additivity(
         confidence=confidence,
         scale="raw",
     )
-    base_mean = float(rows_for(rounds, baseline, size)[metric].mean())
-    combined_saving = base_mean - float(rows_for(rounds, combined_arm, size)[metric].mean())
-    sum_singles = sum(
-        base_mean - float(rows_for(rounds, a, size)[metric].mean()) for a in single_arms
-    )
+    matched = dict(excess.arm_means)
+    everything = {a: float(rows_for(rounds, a, size)[metric].mean()) for a in coefficients}
+
+    def savings(means: Mapping[str, float]) -> tuple[float, float]:
+        combined = means[baseline] - means[combined_arm]
+        return combined, sum(means[baseline] - means[a] for a in single_arms)
+
+    combined_saving, sum_singles = savings(matched)
+    combined_all, sum_all = savings(everything)
     return NonAdditivity(
         combined_saving_s=combined_saving,
         sum_of_singles_s=sum_singles,
@@ -262,6 +273,8 @@ def _non_additivity(
         p_value=excess.p_value,
         method=excess.method,
         note=excess.note,
+        combined_saving_all_rounds_s=combined_all,
+        sum_of_singles_all_rounds_s=sum_all,
     )
 
 

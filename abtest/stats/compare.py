@@ -10,7 +10,8 @@ Why this method
   on the same scale is the geometric-mean ratio, so ``pct_reduction`` is
   ``(GM_B - GM_T) / GM_B * 100`` and the interval covers exactly what it claims.
   The arithmetic ``(mean B - mean T) / mean B * 100`` is reported beside it
-  (``pct_reduction_arithmetic``) without an interval.
+  (``pct_reduction_arithmetic``) without an interval, from the same rounds the interval used
+  (complete blocks when paired); the all-rounds one is ``pct_reduction_arithmetic_all_rounds``.
 - Savings in seconds ``B - T`` are estimated on the raw scale (a difference of means), because
   that is what seconds mean; their interval is a t-interval on the same pairing.
 - Small n (5 blocks) is the normal case: Student-t rather than normal quantiles, and a
@@ -53,8 +54,10 @@ class Comparison:
     paired analysis, over the complete blocks. ``baseline_mean_matched`` and
     ``treatment_mean_matched`` are the means the saving is made of (complete blocks when
     paired, all rounds otherwise), so ``savings_s == baseline_mean_matched -
-    treatment_mean_matched`` always; ``baseline_mean``/``treatment_mean`` and the medians are
-    over all rounds of each arm and differ from those on unbalanced data.
+    treatment_mean_matched`` always, and ``pct_reduction_arithmetic`` is made of them too;
+    ``baseline_mean``/``treatment_mean``, the medians and
+    ``pct_reduction_arithmetic_all_rounds`` are over all rounds of each arm and differ from
+    those on unbalanced data (one rule: a figure beside an interval comes from its rounds).
     Intervals and p-values are None when they cannot be computed: ``savings_note`` and
     ``pct_note`` say why for each scale ("" when it has an interval), ``note`` says it all.
     """
@@ -86,6 +89,7 @@ class Comparison:
     pct_note: str = ""  # why pct_ci / ratio_ci / p_value are None ("" when they are not)
     baseline_mean_matched: float = float("nan")  # the means savings_s is computed from
     treatment_mean_matched: float = float("nan")
+    pct_reduction_arithmetic_all_rounds: float = float("nan")  # from baseline/treatment_mean
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: intervals as [low, high], a number that is not finite as None."""
@@ -207,7 +211,9 @@ def compare_pair(
         ratio_ci=ratio_ci,
         pct_reduction=pct_reduction_from_log_ratio(log_ratio.estimate),
         pct_ci=pct_ci,
-        pct_reduction_arithmetic=(base_mean - float(treat.mean())) / base_mean * 100.0,
+        pct_reduction_arithmetic=(
+            (matched[baseline] - matched[treatment]) / matched[baseline] * 100.0
+        ),
         p_value=log_ratio.p_value,
         p_adjusted=log_ratio.p_value,
         method=log_ratio.method,
@@ -216,6 +222,7 @@ def compare_pair(
         pct_note="" if log_ratio.ci is not None else log_ratio.note,
         baseline_mean_matched=matched[baseline],
         treatment_mean_matched=matched[treatment],
+        pct_reduction_arithmetic_all_rounds=(base_mean - float(treat.mean())) / base_mean * 100.0,
     )
 
 

@@ -29,18 +29,21 @@ adds. ``max_looks`` and the decisions must be fixed before the first look.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
+import scipy.stats as sps
 
 from abtest.errors import UserError
 from abtest.margin import check_margin
 from abtest.stats.contrast import estimate_contrast
 from abtest.stats.frame import check_rounds, rows_for
 from abtest.stats.intervals import FloatArray, check_confidence, pct_change_from_log_ratio
+from abtest.stats.power import POWER, detectable
 
 Verdict = Literal["PASS", "INCONCLUSIVE", "FAIL"]
 _SEVERITY: dict[Verdict, int] = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
@@ -65,12 +68,21 @@ class Decision:
     n_reference: int
     n_candidate: int
     n_pairs: int
-    reference_mean: float
+    reference_mean: float  # arithmetic, over every round of the arm (labelled "all rounds")
     candidate_mean: float
     p_value: float | None  # "no change" test at this look, for information
     method: str
     note: str
     decisions: int = 1  # (size, metric) decisions in the family this interval is adjusted for
+    # Geometric means over the rounds the interval used (complete blocks when paired, per-block
+    # means first): candidate_gm / reference_gm - 1 is slowdown_pct exactly, so the figures
+    # printed beside the interval agree with it (issue 26).
+    reference_gm: float = float("nan")
+    candidate_gm: float = float("nan")
+    # The look's sensitivity: the change (either way) a paired interval at look_confidence
+    # would have shown with 80 % power, from its own noise. Not a bound on the slowdown (the
+    # interval is); NaN when unpaired or without an interval.
+    mde_pct: float = float("nan")
 
 
 def look_confidence(confidence: float, max_looks: int, decisions: int = 1) -> float:
@@ -148,6 +160,7 @@ def regression_decision(
         confidence=level,
         scale="log",
     )
+    matched = dict(log_ratio.arm_means)  # log-scale means over the interval's rounds
     ci = None
     if log_ratio.ci is not None:
         ci = (
@@ -176,7 +189,18 @@ def regression_decision(
         method=log_ratio.method,
         note=log_ratio.note,
         decisions=decisions,
+        reference_gm=float(np.exp(matched[reference])),
+        candidate_gm=float(np.exp(matched[candidate])),
+        mde_pct=_sensitivity(log_ratio.ci, log_ratio.n_blocks, log_ratio.method, level),
     )
+
+
+def _sensitivity(ci: tuple[float, float] | None, n: int, method: str, level: float) -> float:
+    """The MDE of a paired log-ratio interval at ``level``, from that interval's own width."""
+    if method != "paired" or ci is None or n < 2:
+        return float("nan")
+    se = (ci[1] - ci[0]) / 2.0 / float(sps.t.ppf(0.5 + level / 2.0, n - 1))
+    return detectable(se * math.sqrt(n), n, level, POWER).mde_pct
 
 
 def overall_verdict(decisions: Iterable[Decision]) -> Verdict:

@@ -9,7 +9,8 @@ kubelet factor of the design on and "without" the arm with none, at the same run
     level on,  without: {p}           level on,  with: {p, k1..kn}
 
 Three things are estimated per size, all paired by block like every other comparison (see
-``compare``): each cell's mean with its interval; the settings' saving at each runtime level
+``compare``): each cell's mean with its interval (Cox's log-scale interval for a mean,
+transformed back: round times are skewed); the settings' saving at each runtime level
 (``compare_pair`` of "with" vs "without", Holm across the two levels of one size); and the
 interaction, i.e. whether the saving depends on the runtime. On the log scale the settings'
 effect at a level is ``log(with / without)``; the interaction is the difference of those two
@@ -31,9 +32,15 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats.compare import Comparison, compare_pair
-from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import ARM, SIZE, check_rounds
-from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
+from abtest.stats.contrast import NO_VARIATION, TOO_SMALL, estimate_contrast
+from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
+from abtest.stats.intervals import (
+    check_confidence,
+    holm,
+    lognormal_mean_interval,
+    no_variation,
+    pct_reduction_from_log_ratio,
+)
 
 WITHOUT, WITH = False, True
 
@@ -223,24 +230,32 @@ def _cell(
     level: str,
     settings_on: bool,
 ) -> TwoWayCell:
-    values = rounds.loc[(rounds[ARM] == arm) & (rounds[SIZE] == size), metric]
-    mean = estimate_contrast(
-        rounds,
-        coefficients={arm: 1.0},
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        scale="raw",
-    )
+    """The cell's mean with Cox's log-scale interval (``lognormal_mean_interval``).
+
+    A t-interval on raw seconds covered 90.6 % under heavy noise at 5 blocks (round times are
+    skewed); the log-scale interval transformed back holds (docs/statistics.md). Per block
+    first when rounds carry blocks (as ``estimate_contrast`` pairs them): the block is the unit.
+    """
+    rows = rounds.loc[(rounds[ARM] == arm) & (rounds[SIZE] == size)]
+    values = rows[metric].to_numpy(dtype=np.float64)
+    units = rows.groupby(BLOCK)[metric].mean().to_numpy() if has_blocks(rows) else values
+    ci, note = None, f"{TOO_SMALL} (fewer than 2 {'blocks' if has_blocks(rows) else 'rounds'})"
+    if units.size >= 2:
+        logs = np.log(units.astype(np.float64))
+        if bool(no_variation(logs.std(ddof=1), max(1.0, float(np.abs(logs).max())))):
+            note = NO_VARIATION
+        else:
+            got = lognormal_mean_interval(logs, confidence)
+            ci, note = (float(np.exp(got.lo)), float(np.exp(got.hi))), ""
     return TwoWayCell(
         level=level,
         settings_on=settings_on,
         arm=arm,
         size=size,
         n=int(values.size),
-        mean=float(values.mean()),
-        ci=mean.ci,
-        note="" if mean.ci is not None else mean.note,
+        mean=float(units.mean()),  # the mean of the units the interval is made of
+        ci=ci,
+        note=note,
     )
 
 
