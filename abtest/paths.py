@@ -42,6 +42,19 @@ def write_output(path: Path, text: str, flag: str) -> None:
     )
 
 
+def check_output_dir(path: Path, flag: str) -> None:
+    """A folder a command writes several files into: a folder, or a new one under a folder."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path} is a file, not a folder", flag, "give a folder for the files")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{parent} is not a folder", flag, "give a path under a folder")
+            if not os.access(parent, os.W_OK | os.X_OK) and not path.exists():
+                raise UserError(f"folder {parent} is not writable", flag, "give another folder")
+            break
+
+
 def check_db_path(path: Path, where: str) -> None:
     """The results database: a file that is an SQLite database, or a new file in a folder that
     exists or can be made. A folder, a text file or a path under a file is refused here, before

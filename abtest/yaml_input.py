@@ -66,7 +66,8 @@ class _Limited(yaml.SafeLoader):
                 continue
             line = key_node.start_mark.line + 1
             if seen is not None:
-                raise _Duplicate(str(key)[:80], seen, line)
+                # as written: YAML 1.1 reads a bare `on:` as True
+                raise _Duplicate(str(key_node.value)[:80], seen, line)
             first[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -114,8 +115,9 @@ def read_text(path: Path, what: str = "file") -> str:
 
 def parse_yaml(text: str, where: str) -> Any:
     """One YAML document, under the limits above; ConfigError naming ``where`` and the line."""
-    loader = _Limited(text)
+    loader: _Limited | None = None
     try:
+        loader = _Limited(text)  # the reader refuses NUL and other control characters here
         return loader.get_single_data()
     except _Duplicate as exc:
         raise ConfigError(
@@ -140,7 +142,8 @@ def parse_yaml(text: str, where: str) -> Any:
             "nested too deeply", where, "write the values out; deep nesting is limited"
         ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml_file(path: Path, what: str = "file") -> Any:

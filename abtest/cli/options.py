@@ -24,13 +24,18 @@ __all__ = ["with_kube"]
 N = TypeVar("N", int, float)
 
 
-def in_range(rng: num.Range) -> Callable[[N | None], N | None]:
-    """A typer callback: the flag's value is finite and in ``rng`` (click's own FloatRange lets
-    NaN through: every comparison with NaN is false)."""
+def _flag(param: typer.CallbackParam) -> str:
+    return max(param.opts, key=len) if param.opts else str(param.name)
 
-    def check(value: N | None) -> N | None:
+
+def in_range(rng: num.Range) -> Callable[[typer.CallbackParam, N | None], N | None]:
+    """A typer callback: the flag's value is finite and in ``rng`` (click's own FloatRange lets
+    NaN through: every comparison with NaN is false). A UserError, so it is the one line every
+    bad input gets (abtest.cli.main)."""
+
+    def check(param: typer.CallbackParam, value: N | None) -> N | None:
         if value is not None and (problem := rng.problem(value)):
-            raise typer.BadParameter(problem)
+            raise UserError(problem, _flag(param), "see --help for the allowed values")
         return value
 
     return check
@@ -125,9 +130,9 @@ Concurrency = Annotated[
 ]
 
 
-def check_namespace(value: str | None) -> str | None:
+def check_namespace(param: typer.CallbackParam, value: str | None) -> str | None:
     if value is not None and (problem := namespace_problem(value)):
-        raise typer.BadParameter(problem)
+        raise UserError(problem, _flag(param), "e.g. --namespace abtest")
     return value
 
 

@@ -154,4 +154,5 @@ def _emit(result: GateResult, junit: Path | None, summary: Path | None, json_out
                 f"(exit {result.exit_code})",
                 highlight=False,
                 style="red",
+                soft_wrap=True,  # one line, however narrow the terminal
             )

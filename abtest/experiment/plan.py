@@ -148,25 +148,25 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     base = Path(pb.source).parent if not opts.profiles else None
     profiles = tuple(load_profile(p, base) for p in profile_names)
     same_node(profiles)  # two profiles for one node: refused here, before any plan is made
-    _check_size(len(arms), pb)
-    _check_pod_renders(pb, profiles)
+    check_plan_size(len(arms), len(pb.sizes), pb.rounds, pb.source)
+    check_pod_renders(pb, profiles)
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
 
 
-def _check_size(arms: int, pb: Playbook) -> None:
+def check_plan_size(arms: int, sizes: int, blocks: int, where: str) -> None:
     """A plan that would take hours to lay out (and years to run) is refused at once."""
-    total = arms * len(pb.sizes) * pb.rounds
+    total = arms * sizes * blocks
     if total > num.MAX_SCHEDULED_ROUNDS:
         raise UserError(
-            f"{arms} arms x {len(pb.sizes)} sizes x {pb.rounds} blocks = {total} rounds, more "
+            f"{arms} arms x {sizes} sizes x {blocks} blocks = {total} rounds, more "
             f"than the {num.MAX_SCHEDULED_ROUNDS} one sweep may plan",
-            pb.source,
-            "fewer factors, sizes or --rounds",
+            where,
+            "fewer factors, sizes or rounds",
         )
 
 
-def _check_pod_renders(pb: Playbook, profiles: Sequence[NodeProfile]) -> None:
+def check_pod_renders(pb: Playbook, profiles: Sequence[NodeProfile]) -> None:
     """Render one pod now: a template that is missing or broken must be found before the first
     change to a node, not when the first round renders its pods after the kubelet restarted."""
     # imported here: jinja2 is not needed by the commands that never plan
