@@ -34,8 +34,9 @@ def regress(
         list[str] | None,
         typer.Option(
             "--profile",
-            help="Node profile (live measurement); repeat for several nodes: every node runs "
-            "the schedule at once, their blocks make one verdict.",
+            help="Node profile (live measurement): a path to an existing YAML file is that file, "
+            "otherwise a shipped name (lab, kubeadm-systemd); repeat for several nodes: every "
+            "node runs the schedule at once, their blocks make one verdict.",
         ),
     ] = None,
     playbook: o.Playbook = "regression",
