@@ -42,10 +42,11 @@ def in_range(rng: num.Range) -> Callable[[typer.CallbackParam, N | None], N | No
 
 
 # --- results and output ----------------------------------------------------------------
+DB_FLAG = "--db"  # named in errors about the database a command was given
 Db = Annotated[
     Path | None,
     typer.Option(
-        "--db", help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
+        DB_FLAG, help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]

@@ -49,7 +49,7 @@ def report(
     if not formats:
         raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
     path = db if db is not None else default_path()
-    check_db_path(path, "--db" if db is not None else str(path))
+    check_db_path(path, o.DB_FLAG if db is not None else str(path))
     out_dir = out if out is not None else Path("reports") / run_id
     check_output_dir(out_dir, "--out")
     if not path.is_file():

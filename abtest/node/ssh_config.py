@@ -23,7 +23,7 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from paramiko.pkey import UnknownKeyType
 
-from abtest.errors import ConfigError, HostKeyError, NodeError
+from abtest.errors import ConfigError, HostKeyError, NodeError, SSHConfigMissing
 from abtest.playbook import SSHTarget
 from abtest.ssh_names import host_problem, port_problem, user_problem
 from abtest.yaml_input import read_text
@@ -127,7 +127,7 @@ def resolve(target: SSHTarget) -> Endpoint:
         except (OSError, paramiko.SSHException) as exc:
             raise ConfigError(f"cannot read ssh config: {exc}", str(cfg_path)) from None
     elif target.config_file:
-        raise ConfigError(
+        raise SSHConfigMissing(
             f"ssh config {cfg_path} does not exist", "profile ssh.config", "check the path"
         )
     return _endpoint(
