@@ -333,6 +333,18 @@ DB_CASES = [
     Case(
         "db-report-directory", ("report", "x", "--db", "{tmp}/d"), ("is a directory",), {"d/x": "1"}
     ),
+    Case(
+        "out-report-file",
+        ("report", "x", "--out", "{tmp}/f"),
+        ("--out", "not a folder"),
+        {"f": "x"},
+    ),
+    Case(
+        "out-report-under-file",
+        ("report", "x", "--out", "{tmp}/f/sub"),
+        ("--out", "not a folder"),
+        {"f": "x"},
+    ),
 ]
 
 # A rounds CSV whose gate verdict is PASS (exit 0): an output that cannot be written is one
