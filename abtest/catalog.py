@@ -18,17 +18,20 @@ from abtest.domain import (
     parse_release,
 )
 from abtest.errors import UserError
+from abtest.k8s_names import (
+    ANNOTATION_TODO,
+    RUNTIME_CLASS_TODO,
+    annotation_key_problem,
+    runtime_class_problem,
+)
+from abtest.numbers import MAX_FACTORS, SETTING
 from abtest.schema import Fields, load_yaml_mapping
 
 GATE_NAME = re.compile(r"^[A-Za-z0-9]+$")
 FIELD_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
 # Names of factors that are not one kubelet path: they only name arms (``+crun``).
 FACTOR_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
-# Kubernetes rules: a RuntimeClass name is a DNS-1123 subdomain; an annotation key is a
-# qualified name, an optional DNS-1123 subdomain prefix and "/", then a name of at most 63.
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SAFE_NODE_PATH = re.compile(r"/[A-Za-z0-9._/+-]+")
-QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _YAML11_KEYS = {True: "on", False: "off"}
 KINDS: dict[str, FactorKind] = {
     "feature_gate": "feature_gate",
@@ -57,7 +60,12 @@ def parse_catalog(path: Path) -> Catalog:
     top.only({"catalog", "description", "factors"})
     factors: list[Factor] = []
     seen: set[str] = set()
-    for f in top.list_of_maps("factors"):
+    listed = top.list_of_maps("factors")
+    if len(listed) > MAX_FACTORS:
+        raise top.error(
+            "factors", f"{len(listed)} factors, more than {MAX_FACTORS}", "split the catalog"
+        )
+    for f in listed:
         f.data = _yaml11(dict(f.data))
         factor = _parse_factor(f)
         if factor.name in seen:
@@ -169,6 +177,10 @@ def _scalar_value(f: Fields, key: str, value: object) -> Scalar:
         raise f.error(key, f"expected a scalar (bool, number, string), got {type(value).__name__}")
     if isinstance(value, str) and any(ch in value for ch in "\n\r\x00"):
         raise f.error(key, "control characters are not allowed in values")
+    # NaN would even pass the on == off check (NaN != NaN)
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if numeric and (problem := SETTING.problem(value)):
+        raise f.error(key, problem, "give a finite number")
     return value
 
 
@@ -191,29 +203,16 @@ def _runtime_class(f: Fields, key: str) -> str:
     if key not in f.data:
         raise f.error(key, "missing required key")
     value = f.data[key]
-    if not isinstance(value, str) or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
-        raise f.error(
-            key,
-            f"invalid RuntimeClass name {value!r}",
-            "a DNS-1123 subdomain: lowercase letters, digits, - and ., e.g. runc",
-        )
+    if problem := runtime_class_problem(value):
+        raise f.error(key, problem, RUNTIME_CLASS_TODO)
+    assert isinstance(value, str)
     return value
 
 
 def _annotation_key(f: Fields) -> str:
     key = f.text("annotation", required=True)
-    prefix, slash, name = key.rpartition("/")
-    problem = None
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
-        problem = "the name part must be 1-63 characters, alphanumeric at both ends, - _ . inside"
-    elif slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
-        problem = "the prefix before / must be a lowercase DNS subdomain"
-    if problem:
-        raise f.error(
-            "annotation",
-            f"invalid annotation key {key!r}: {problem}",
-            "e.g. agc.cloud.tencent.com/cube-template-mode",
-        )
+    if problem := annotation_key_problem(key):
+        raise f.error("annotation", problem, ANNOTATION_TODO)
     return key
 
 

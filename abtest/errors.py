@@ -47,6 +47,11 @@ class NodeError(AbtestError):
     exit_code = 4
 
 
+class SSHConfigMissing(ConfigError, NodeError):
+    """The ssh config a profile names does not exist: the user's input (exit 2, one line), and
+    still a failure to reach the node for the code that catches NodeError around connecting."""
+
+
 class HostKeyError(NodeError):
     """The node's SSH host key is unknown or changed."""
 

@@ -7,12 +7,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from abtest import datafiles
+from abtest import numbers as num
 from abtest.domain import design_choices, design_problem
-from abtest.errors import ConfigError
+from abtest.k8s_names import (
+    ANNOTATION_TODO,
+    RUNTIME_CLASS_TODO,
+    annotation_key_problem,
+    namespace_problem,
+    runtime_class_problem,
+)
 from abtest.margin import MARGIN_TODO, margin_problem
 from abtest.schema import Fields, load_yaml_mapping
+from abtest.ssh_names import host_problem, port_problem, user_problem
 
-NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
@@ -160,8 +167,8 @@ def parse_playbook(path: Path) -> Playbook:
     if problem := design_problem(design):
         raise top.error("design", problem, "use " + design_choices())
     namespace = top.text("namespace", default="abtest")
-    if not NAMESPACE.match(namespace):
-        raise top.error("namespace", f"invalid namespace {namespace!r}", "use a DNS-1123 label")
+    if problem := namespace_problem(namespace):
+        raise top.error("namespace", problem, "use a DNS-1123 label")
     confidence = top.number("confidence", default=0.95)
     if not 0.5 <= confidence < 1:
         raise top.error("confidence", "must be in [0.5, 1)")
@@ -177,9 +184,9 @@ def parse_playbook(path: Path) -> Playbook:
         catalog=top.text("catalog", required=True),
         design=design,
         factors=tuple(top.str_list("factors", default=[])),
-        sizes=tuple(top.int_list("sizes", default=[50, 100, 150])),
-        rounds=top.integer("rounds", default=5, minimum=1),
-        seed=top.integer("seed", default=1),
+        sizes=_sizes(top),
+        rounds=top.integer("rounds", default=5, rng=num.ROUNDS),
+        seed=top.integer("seed", default=1, rng=num.SEED),
         warmup=top.flag("warmup", default=True),
         namespace=namespace,
         profile=top.opt_text("profile"),
@@ -187,10 +194,17 @@ def parse_playbook(path: Path) -> Playbook:
         generator=_parse_generator(top.sub("generator")),
         metrics=tuple(metrics),
         margin_pct=_margin(top),
-        max_rounds=top.integer("max_rounds", default=20, minimum=2),
+        max_rounds=top.integer("max_rounds", default=20, rng=num.MAX_ROUNDS),
         confidence=confidence,
         text=path.read_text(encoding="utf-8"),
     )
+
+
+def _sizes(top: Fields) -> tuple[int, ...]:
+    sizes = top.int_list("sizes", default=[50, 100, 150], rng=num.SIZE)
+    if len(sizes) > num.MAX_SIZES:
+        raise top.error("sizes", f"{len(sizes)} sizes, more than {num.MAX_SIZES}")
+    return tuple(sizes)
 
 
 def _margin(top: Fields) -> float:
@@ -235,13 +249,24 @@ def _parse_workload(w: Fields) -> Workload:
         values[attr] = text
     probe = w.str_list("readiness_probe_command", default=[])
     template = w.opt_text("template")
+    template_path = (w.path.parent / template).resolve() if template else None
+    # found now, not when the first round renders its pods after the kubelet was reconfigured
+    if template_path is not None and not template_path.is_file():
+        raise w.error("template", f"pod template {template_path} not found", "check the path")
+    runtime_class = w.opt_text("runtime_class")
+    if runtime_class is not None and (problem := runtime_class_problem(runtime_class)):
+        raise w.error("runtime_class", problem, RUNTIME_CLASS_TODO)
+    annotations = w.str_map("annotations")
+    for key in annotations:
+        if problem := annotation_key_problem(key):
+            raise w.error("annotations", problem, ANNOTATION_TODO)
     return Workload(
         image=w.text("image", default=d.image),
         command=tuple(w.str_list("command", default=list(d.command))),
-        runtime_class=w.opt_text("runtime_class"),
-        annotations=tuple(sorted(w.str_map("annotations").items())),
+        runtime_class=runtime_class,
+        annotations=tuple(sorted(annotations.items())),
         readiness_probe_command=tuple(probe) if probe else None,
-        template=str((w.path.parent / template).resolve()) if template else None,
+        template=str(template_path) if template_path else None,
         **values,
     )
 
@@ -250,27 +275,17 @@ def _parse_generator(g: Fields) -> Generator:
     g.only({"qps", "concurrency", "timeout_s", "observe_s"})
     d = Generator()
     return Generator(
-        qps=g.number("qps", default=d.qps, minimum=0.001),
-        concurrency=g.integer("concurrency", default=d.concurrency, minimum=1),
-        timeout_s=g.number("timeout_s", default=d.timeout_s, minimum=1.0),
-        observe_s=g.number("observe_s", default=d.observe_s, minimum=0.0),
+        qps=g.number("qps", default=d.qps, rng=num.QPS),
+        concurrency=g.integer("concurrency", default=d.concurrency, rng=num.CONCURRENCY),
+        timeout_s=g.number("timeout_s", default=d.timeout_s, rng=num.TIMEOUT_S),
+        observe_s=g.number("observe_s", default=d.observe_s, rng=num.OBSERVE_S),
     )
 
 
-def load_profile(name_or_path: str) -> NodeProfile:
-    """A node profile by path, or by shipped name (``lab`` → playbooks/nodes/lab.yaml)."""
-    candidate = Path(name_or_path).expanduser()
-    if candidate.is_file():
-        return parse_profile(candidate)
-    shipped = datafiles.data_dir("playbooks") / "nodes" / f"{name_or_path}.yaml"
-    if shipped.is_file():
-        return parse_profile(shipped)
-    known = sorted(p.stem for p in (datafiles.data_dir("playbooks") / "nodes").glob("*.yaml"))
-    raise ConfigError(
-        f"unknown node profile {name_or_path!r}",
-        "--profile",
-        f"use one of {', '.join(known)} or a path to a profile YAML",
-    )
+def load_profile(name_or_path: str, base: Path | None = None) -> NodeProfile:
+    """A node profile under the one rule of every command (:func:`datafiles.resolve_profile`):
+    an argument naming an existing file is that file, otherwise a shipped name."""
+    return parse_profile(datafiles.resolve_profile(name_or_path, base))
 
 
 def parse_profile(path: Path) -> NodeProfile:
@@ -321,8 +336,15 @@ def parse_profile(path: Path) -> NodeProfile:
         }
     )
     port = ssh.data.get("port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
-        raise ssh.error("port", "expected an integer port")
+    if port is not None and (problem := port_problem(port)):
+        raise ssh.error("port", problem, "a TCP port, 1-65535 (or leave it out for 22)")
+    for key, check in (("host", host_problem), ("user", user_problem)):
+        if key in ssh.data and (problem := check(ssh.data[key])):
+            raise ssh.error(key, problem, "give the name as `ssh` takes it")
+    lock_path = top.text("lock_path", default="/var/lib/abtest/node.lock")
+    if not lock_path.startswith("/"):
+        raise top.error("lock_path", f"expected an absolute path on the node, got {lock_path!r}")
+    _check_removers(commands)
     _check_sandbox_listing(commands)
     _check_handler_listing(commands)
     _check_sandbox_stop(commands)
@@ -348,13 +370,13 @@ def parse_profile(path: Path) -> NodeProfile:
         sudo=top.flag("sudo", default=True),
         kubelet_config_path=kubelet.text("config_path", required=True),
         kubelet_binary_path=kubelet.text("binary_path", required=True),
-        restart_command=kubelet.text("restart_command", default="systemctl restart kubelet"),
+        restart_command=kubelet.command("restart_command") or "systemctl restart kubelet",
         healthz_url=kubelet.text("healthz_url", default="http://127.0.0.1:10248/healthz"),
         log_command=kubelet.opt_text("log_command"),
         sandbox_count_command=commands.text("sandbox_count", default="crictl pods -q"),
         image_present_command=commands.text("image_present", default="crictl inspecti -q {image}"),
-        lock_path=top.text("lock_path", default="/var/lib/abtest/node.lock"),
-        health_timeout_s=top.number("health_timeout_s", default=120.0, minimum=1.0),
+        lock_path=lock_path,
+        health_timeout_s=top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S),
         text=path.read_text(encoding="utf-8"),
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
@@ -366,6 +388,20 @@ def parse_profile(path: Path) -> NodeProfile:
         round_sandboxes_command=commands.opt_text("round_sandboxes"),
         sandbox_stop_command=commands.opt_text("sandbox_stop"),
     )
+
+
+def _check_removers(commands: Fields) -> None:
+    """ "Only our sandboxes": a removing or stopping command acts on the ids abtest checked,
+    never on everything (`crictl rmp --all --force` would take other workloads' sandboxes)."""
+    for key in ("sandbox_remove", "sandbox_stop"):
+        command = commands.command(key)
+        if command is not None and "{ids}" not in command:
+            raise commands.error(
+                key,
+                "has no {ids} placeholder: it would not be limited to the sandboxes abtest "
+                "checked are its own",
+                f"use `crictl {'rmp' if key == 'sandbox_remove' else 'stopp'} {{ids}}`",
+            )
 
 
 def _check_sandbox_listing(commands: Fields) -> None:

@@ -10,28 +10,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from abtest.errors import ConfigError
+from abtest.errors import ConfigError, UserError
+from abtest.numbers import Range
+from abtest.yaml_input import load_yaml_file
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", str(path), "check the path") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"malformed YAML: {problem}", where, "fix the YAML syntax") from None
+    """A user's YAML file through the one strict loader (abtest.yaml_input), as a mapping."""
+    data = load_yaml_file(path)
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", str(path))
+        raise ConfigError("expected a mapping at the top level", str(path), "see the shipped files")
     return data
+
+
+# what every number is checked against when its field names no narrower range
+_ANY_INT = Range(-(2**63 - 1), 2**63 - 1, integer=True)
+_ANY_NUMBER = Range(-1e300, 1e300)
 
 
 class Fields:
@@ -70,6 +64,18 @@ class Fields:
             raise self.error(key, f"expected a string, got {type(value).__name__}")
         return value
 
+    def command(self, key: str, default: str | None = None) -> str | None:
+        """A shell command run on the node: when given, not empty (an empty restart command
+        would "restart" nothing and every health check would judge the old kubelet)."""
+        value = self.opt_text(key)
+        if value is None:
+            return default
+        if not value.strip():
+            raise self.error(key, "is empty", "give the command, or remove the key")
+        if any(ch in value for ch in "\x00\r"):
+            raise self.error(key, "contains a NUL or carriage return", "write the command plainly")
+        return value
+
     def opt_text(self, key: str) -> str | None:
         value = self._get(key, False)
         if value is None:
@@ -78,7 +84,13 @@ class Fields:
             raise self.error(key, f"expected a string, got {type(value).__name__}")
         return value
 
-    def integer(self, key: str, default: int | None = None, minimum: int | None = None) -> int:
+    def integer(
+        self,
+        key: str,
+        default: int | None = None,
+        minimum: int | None = None,
+        rng: Range | None = None,
+    ) -> int:
         value = self._get(key, default is None)
         if value is None:
             assert default is not None
@@ -87,18 +99,35 @@ class Fields:
             raise self.error(key, f"expected an integer, got {type(value).__name__}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
+        self._in(key, value, rng or _ANY_INT)
         return value
 
-    def number(self, key: str, default: float | None = None, minimum: float | None = None) -> float:
+    def number(
+        self,
+        key: str,
+        default: float | None = None,
+        minimum: float | None = None,
+        rng: Range | None = None,
+    ) -> float:
+        """A finite number (NaN and infinities are refused everywhere), in ``rng`` if given."""
         value = self._get(key, default is None)
         if value is None:
             assert default is not None
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(key, f"expected a number, got {type(value).__name__}")
+        self._in(key, value, _ANY_NUMBER)
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
+        if rng is not None:
+            self._in(key, value, rng)
         return float(value)
+
+    def _in(self, key: str, value: object, rng: Range) -> None:
+        try:
+            rng.check(value, self.where(key))
+        except UserError as exc:
+            raise self.error(key, exc.what, exc.todo) from None
 
     def flag(self, key: str, default: bool) -> bool:
         value = self._get(key, False)
@@ -108,7 +137,13 @@ class Fields:
             raise self.error(key, f"expected true or false, got {type(value).__name__}")
         return value
 
-    def int_list(self, key: str, default: list[int] | None = None, minimum: int = 1) -> list[int]:
+    def int_list(
+        self,
+        key: str,
+        default: list[int] | None = None,
+        minimum: int = 1,
+        rng: Range | None = None,
+    ) -> list[int]:
         value = self._get(key, default is None)
         if value is None:
             assert default is not None
@@ -117,7 +152,9 @@ class Fields:
             raise self.error(key, "expected a non-empty list of integers")
         for item in value:
             if isinstance(item, bool) or not isinstance(item, int) or item < minimum:
-                raise self.error(key, f"expected integers >= {minimum}, got {item!r}")
+                raise self.error(key, f"expected integers >= {minimum}, got {_short(item)}")
+            if rng is not None:
+                self._in(key, item, rng)
         return list(value)
 
     def str_list(self, key: str, default: list[str] | None = None) -> list[str]:
@@ -157,3 +194,9 @@ class Fields:
                 raise self.error(f"{key}[{i}]", "expected a mapping")
             out.append(Fields(item, self.path, f"{self.prefix}{key}[{i}]."))
         return out
+
+
+def _short(value: object) -> str:
+    """A value in an error message, cut short: never the whole of a huge or nested value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

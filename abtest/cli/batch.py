@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from abtest import numbers as num
 from abtest.batch.model import RoundResult
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
@@ -19,19 +20,36 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def batch(
     profile: o.Profile,
-    pods: Annotated[int, typer.Option("--pods", min=1, help="Pods in the batch.")],
+    pods: Annotated[
+        int, typer.Option("--pods", callback=o.in_range(num.SIZE), help="Pods in the batch.")
+    ],
     qps: Annotated[
-        float | None, typer.Option("--qps", min=0.001, help="Target creates/s (default 1000).")
+        float | None,
+        typer.Option(
+            "--qps", callback=o.in_range(num.QPS), help="Target creates/s (default 1000)."
+        ),
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option("--concurrency", min=1, help="Max creates in flight (150).")
+        int | None,
+        typer.Option(
+            "--concurrency",
+            callback=o.in_range(num.CONCURRENCY),
+            help="Max creates in flight (150).",
+        ),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", min=1.0, help="Round timeout, s (300).")
+        float | None,
+        typer.Option(
+            "--timeout", callback=o.in_range(num.TIMEOUT_S), help="Round timeout, s (300)."
+        ),
     ] = None,
     observe: Annotated[
         float | None,
-        typer.Option("--observe", min=0.0, help="Keep watching after the last Ready, s (10)."),
+        typer.Option(
+            "--observe",
+            callback=o.in_range(num.OBSERVE_S),
+            help="Keep watching after the last Ready, s (10).",
+        ),
     ] = None,
     playbook: Annotated[
         str | None,
@@ -39,7 +57,11 @@ def batch(
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", help="Namespace abtest creates and owns (default abtest)."),
+        typer.Option(
+            "--namespace",
+            callback=o.check_namespace,
+            help="Namespace abtest creates and owns (default abtest).",
+        ),
     ] = None,
     json_out: o.Json = False,
     db: o.Db = None,

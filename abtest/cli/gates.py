@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from abtest import numbers as num
 from abtest.catalog import load_catalog
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
@@ -58,7 +59,9 @@ def gates(
     max_rounds: Annotated[
         int | None,
         typer.Option(
-            "--max-rounds", min=2, help="With --until-resolved: the most blocks (default 3 x)."
+            "--max-rounds",
+            callback=o.in_range(num.MAX_ROUNDS),
+            help="With --until-resolved: the most blocks (default 3 x).",
         ),
     ] = None,
     precision: Annotated[

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from abtest import numbers as num
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.domain import Scalar
@@ -35,7 +36,11 @@ Sets = Annotated[
 ]
 Timeout = Annotated[
     float | None,
-    typer.Option("--timeout", help="Seconds for restart to healthy (profile: 120)."),
+    typer.Option(
+        "--timeout",
+        callback=o.in_range(num.HEALTH_TIMEOUT_S),
+        help="Seconds for restart to healthy (profile: 120).",
+    ),
 ]
 
 

@@ -5,36 +5,68 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
+from abtest import numbers as num
 from abtest.errors import UserError
 from abtest.experiment.plan import PlanOptions
 
 # Re-exported for the commands and tests that apply --kubeconfig/--context to a profile.
 from abtest.experiment.profiles import with_kube
+from abtest.k8s_names import namespace_problem
 
 __all__ = ["with_kube"]
 
+N = TypeVar("N", int, float)
+
+
+def _flag(param: typer.CallbackParam) -> str:
+    return max(param.opts, key=len) if param.opts else str(param.name)
+
+
+def in_range(rng: num.Range) -> Callable[[typer.CallbackParam, N | None], N | None]:
+    """A typer callback: the flag's value is finite and in ``rng`` (click's own FloatRange lets
+    NaN through: every comparison with NaN is false). A UserError, so it is the one line every
+    bad input gets (abtest.cli.main)."""
+
+    def check(param: typer.CallbackParam, value: N | None) -> N | None:
+        if value is not None and (problem := rng.problem(value)):
+            raise UserError(problem, _flag(param), "see --help for the allowed values")
+        return value
+
+    return check
+
+
 # --- results and output ----------------------------------------------------------------
+DB_FLAG = "--db"  # named in errors about the database a command was given
 Db = Annotated[
     Path | None,
     typer.Option(
-        "--db", help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
+        DB_FLAG, help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]
 
 # --- nodes ---------------------------------------------------------------------------------
 Profile = Annotated[
-    str, typer.Option("--profile", "-p", help="Node profile: a shipped name (lab) or a YAML path.")
+    str,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Node profile: a path to an existing YAML file is that file, otherwise a shipped "
+        "name (lab, kubeadm-systemd).",
+    ),
 ]
 Profiles = Annotated[
     list[str] | None,
     typer.Option(
-        "--profile", help="Node profile (name or path); repeat for several nodes at once."
+        "--profile",
+        help="Node profile: a path to an existing YAML file is that file, otherwise a shipped "
+        "name (lab, kubeadm-systemd); repeat for several nodes at once.",
     ),
 ]
 AcceptNewHostKey = Annotated[
@@ -73,30 +105,58 @@ Attribution = Annotated[
     typer.Option("--attribution", help="Also all-on-minus-one arms (per-gate attribution)."),
 ]
 Rounds = Annotated[
-    int | None, typer.Option("--rounds", min=1, help="Blocks (each visits every arm once).")
+    int | None,
+    typer.Option(
+        "--rounds", callback=in_range(num.ROUNDS), help="Blocks (each visits every arm once)."
+    ),
 ]
 Sizes = Annotated[
     str | None, typer.Option("--sizes", help="Batch sizes, comma-separated, e.g. 50,100,150.")
 ]
-Seed = Annotated[int | None, typer.Option("--seed", help="Seed of the randomized block order.")]
+Seed = Annotated[
+    int | None,
+    typer.Option("--seed", callback=in_range(num.SEED), help="Seed of the randomized block order."),
+]
 Qps = Annotated[
-    float | None, typer.Option("--qps", min=0.001, help="Target create requests per second.")
+    float | None,
+    typer.Option("--qps", callback=in_range(num.QPS), help="Target create requests per second."),
 ]
 Concurrency = Annotated[
-    int | None, typer.Option("--concurrency", min=1, help="At most this many creates in flight.")
+    int | None,
+    typer.Option(
+        "--concurrency",
+        callback=in_range(num.CONCURRENCY),
+        help="At most this many creates in flight.",
+    ),
 ]
+
+
+def check_namespace(param: typer.CallbackParam, value: str | None) -> str | None:
+    if value is not None and (problem := namespace_problem(value)):
+        raise UserError(problem, _flag(param), "e.g. --namespace abtest")
+    return value
+
+
 Namespace = Annotated[
-    str | None, typer.Option("--namespace", help="Namespace the tool owns for its pods.")
+    str | None,
+    typer.Option(
+        "--namespace", callback=check_namespace, help="Namespace the tool owns for its pods."
+    ),
 ]
 
 
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
+    shown = text if len(text) <= 40 else text[:37] + "..."
     try:
         sizes = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
-        raise UserError(f"invalid sizes {text!r}", "--sizes", "e.g. --sizes 10,20") from None
+        raise UserError(f"invalid sizes {shown!r}", "--sizes", "e.g. --sizes 10,20") from None
+    if len(sizes) > num.MAX_SIZES:
+        raise UserError(f"{len(sizes)} sizes, more than {num.MAX_SIZES}", "--sizes")
+    for size in sizes:
+        num.SIZE.check(size, "--sizes", "pods per batch, e.g. --sizes 10,20")
     return sizes or None
 
 

@@ -10,10 +10,13 @@ from typing import Annotated
 
 import typer
 
+from abtest import numbers as num
 from abtest.cli import options as o
 from abtest.cli import sources as s
 from abtest.cli.render import console, err_console, print_json
+from abtest.errors import UserError
 from abtest.experiment.regress_gate import GateRequest, run_gate
+from abtest.paths import write_output
 from abtest.report.verdict import describe, junit_xml, markdown_summary
 from abtest.stats.gate import GateResult
 
@@ -31,8 +34,9 @@ def regress(
         list[str] | None,
         typer.Option(
             "--profile",
-            help="Node profile (live measurement); repeat for several nodes: every node runs "
-            "the schedule at once, their blocks make one verdict.",
+            help="Node profile (live measurement): a path to an existing YAML file is that file, "
+            "otherwise a shipped name (lab, kubeadm-systemd); repeat for several nodes: every "
+            "node runs the schedule at once, their blocks make one verdict.",
         ),
     ] = None,
     playbook: o.Playbook = "regression",
@@ -67,10 +71,14 @@ def regress(
         ),
     ] = None,
     rounds: Annotated[
-        int | None, typer.Option("--rounds", min=2, help="Blocks before the first look.")
+        int | None,
+        typer.Option(
+            "--rounds", callback=o.in_range(num.MAX_ROUNDS), help="Blocks before the first look."
+        ),
     ] = None,
     max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", min=2, help="Cap on blocks.")
+        int | None,
+        typer.Option("--max-rounds", callback=o.in_range(num.MAX_ROUNDS), help="Cap on blocks."),
     ] = None,
     confidence: Annotated[
         float | None, typer.Option("--confidence", help="Across all looks.")
@@ -128,13 +136,26 @@ def regress(
 
 
 def _emit(result: GateResult, junit: Path | None, summary: Path | None, json_out: bool) -> None:
-    if junit:
-        junit.write_text(junit_xml(result))
-    if summary:
-        summary.write_text(markdown_summary(result))
+    """The verdict first, then the files: a report path that cannot be written is one error
+    line, and the exit code stays the verdict's (exit 1 means FAIL to a pipeline, and a typo
+    in --junit must not read as a kubelet regression)."""
     if json_out:
         print_json(result.to_dict())
-        return
-    for d in result.decisions:
-        console.print(describe(d), highlight=False)
-    console.print(f"verdict: {result.verdict} ({result.source})", highlight=False)
+    else:
+        for d in result.decisions:
+            console.print(describe(d), highlight=False)
+        console.print(f"verdict: {result.verdict} ({result.source})", highlight=False)
+    outputs = ((junit, "--junit", junit_xml), (summary, "--summary", markdown_summary))
+    for path, flag, render in outputs:
+        if path is None:
+            continue
+        try:
+            write_output(path, render(result), flag)
+        except UserError as exc:
+            err_console.print(
+                f"abtest: error: {exc.one_line()}; the verdict above stands "
+                f"(exit {result.exit_code})",
+                highlight=False,
+                style="red",
+                soft_wrap=True,  # one line, however narrow the terminal
+            )

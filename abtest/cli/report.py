@@ -13,6 +13,7 @@ import typer
 from abtest.cli import options as o
 from abtest.cli.render import console
 from abtest.errors import UserError
+from abtest.paths import check_db_path, check_output_dir
 from abtest.report import FORMATS, build_model, write_report
 from abtest.report.writer import check_formats
 from abtest.store.db import Store, default_path
@@ -48,6 +49,9 @@ def report(
     if not formats:
         raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
     path = db if db is not None else default_path()
+    check_db_path(path, o.DB_FLAG if db is not None else str(path))
+    out_dir = out if out is not None else Path("reports") / run_id
+    check_output_dir(out_dir, "--out")
     if not path.is_file():
         raise UserError(
             "no results database here",
@@ -56,7 +60,6 @@ def report(
         )
     with Store(path) as store:
         model = build_model(store, run_id, baseline=baseline, confidence=confidence)
-    out_dir = out if out is not None else Path("reports") / run_id
     written = write_report(model, out_dir, formats)
     console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
     for file in written:

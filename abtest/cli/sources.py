@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from abtest.cli.options import in_range
 from abtest.ingest.rounds import RoundsSource
+from abtest.numbers import SIZE
 
 KubeBurner = Annotated[
     Path | None,
@@ -55,7 +57,7 @@ Size = Annotated[
     int | None,
     typer.Option(
         "--size",
-        min=1,
+        callback=in_range(SIZE),
         help="Pods per round: needed for clusterloader2; for kube-burner, keep only such runs.",
     ),
 ]

@@ -13,14 +13,16 @@ the environment as it is now. Those two points are done here; everything else is
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from abtest.errors import UserError
+from abtest.errors import ConfigError, UserError
+from abtest.yaml_input import load_yaml_file
 
 SEPARATOR = os.pathsep
 DEFAULT_PATH = "~/.kube/config"
@@ -63,10 +65,7 @@ def in_cluster() -> bool:
 def first_current_context(paths: tuple[str, ...]) -> str | None:
     """kubectl's rule: the first file that sets current-context decides it."""
     for path in paths:
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise UserError(f"cannot read kubeconfig: {exc}", path, TODO) from None
+        data = read_kubeconfig(path)
         if isinstance(data, dict) and data.get("current-context"):
             return str(data["current-context"])
     return None
@@ -91,6 +90,8 @@ def load(cfg: client.Configuration, kubeconfig: str | None, context: str | None)
                 raise UserError(f"in-cluster config: {exc}", "service account", TODO) from None
             return KubeSource(None, str(cfg.host), ())
         raise UserError("no kubeconfig file found", asked or DEFAULT_PATH, TODO)
+    for path in paths:
+        read_kubeconfig(path)  # a malformed file is one line naming it, before the client
     chosen = context or first_current_context(paths)
     if not chosen:
         raise UserError("no context chosen and no current-context", ":".join(paths), TODO)
@@ -104,7 +105,9 @@ def load(cfg: client.Configuration, kubeconfig: str | None, context: str | None)
     except (ConfigException, OSError, KeyError, TypeError, ValueError) as exc:
         contexts = _context_names(paths)
         hint = f"contexts there: {', '.join(contexts)}" if contexts else TODO
-        raise UserError(f"cannot use context {chosen!r}: {exc}", ":".join(paths), hint) from None
+        raise UserError(
+            f"cannot use context {chosen!r}: {redact(str(exc))}", ":".join(paths), hint
+        ) from None
     return KubeSource(chosen, str(cfg.host), paths)
 
 
@@ -112,10 +115,41 @@ def _context_names(paths: tuple[str, ...]) -> list[str]:
     names: list[str] = []
     for path in paths:
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            data = read_kubeconfig(path)
+        except UserError:
             continue  # already reported by the loader's own error
-        for entry in (data or {}).get("contexts") or []:
+        if not isinstance(data, dict):
+            continue
+        for entry in data.get("contexts") or []:
             if isinstance(entry, dict) and entry.get("name") and entry["name"] not in names:
                 names.append(str(entry["name"]))
     return names
+
+
+def read_kubeconfig(path: str) -> Any:
+    """One kubeconfig through the strict loader: its errors name the file and line only, never
+    the line's text (a kubeconfig line may be a bearer token or a private key)."""
+    try:
+        data = load_yaml_file(Path(path), "kubeconfig")
+    except ConfigError as exc:
+        raise UserError(f"kubeconfig: {exc.what}", exc.where, TODO) from None
+    if data is not None and not isinstance(data, dict):
+        raise UserError("kubeconfig: expected a mapping at the top level", path, TODO)
+    return data
+
+
+# a credential's value in a message: long base64/hex/JWT-like words, and anything after a
+# credential key (token, password, *-data)
+_SECRET_WORD = re.compile(r"[A-Za-z0-9+/=_.-]{24,}")
+_SECRET_KEY = re.compile(
+    r"((?:token|password|secret|client-key-data|client-certificate-data|"
+    r"certificate-authority-data|auth-provider|id-token|refresh-token)\S*\s*[:=]\s*)\S+",
+    re.IGNORECASE,
+)
+
+
+def redact(message: str) -> str:
+    """The kubernetes client's own error text, without any credential it may quote."""
+    text = _SECRET_KEY.sub(r"\1<redacted>", message)
+    text = _SECRET_WORD.sub("<redacted>", text)
+    return text if len(text) <= 300 else text[:297] + "..."

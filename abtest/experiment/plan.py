@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abtest import numbers as num
 from abtest.catalog import load_catalog, select_factors
 from abtest.domain import Arm, Catalog, Factor, Settings
 from abtest.errors import UserError
@@ -143,24 +144,48 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     profile_names = opts.profiles or ((pb.profile,) if pb.profile else ())
     if not profile_names:
         raise UserError("no node profile", "--profile", "give --profile or set profile:")
-    profiles = tuple(load_profile(_profile_ref(pb, p)) for p in profile_names)
+    # the playbook's own `profile:` is relative to its folder; a --profile to the working folder
+    base = Path(pb.source).parent if not opts.profiles else None
+    profiles = tuple(load_profile(p, base) for p in profile_names)
     same_node(profiles)  # two profiles for one node: refused here, before any plan is made
+    check_plan_size(len(arms), len(pb.sizes), pb.rounds, pb.source)
+    check_pod_renders(pb, profiles)
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
+
+
+def check_plan_size(arms: int, sizes: int, blocks: int, where: str) -> None:
+    """A plan that would take hours to lay out (and years to run) is refused at once."""
+    total = arms * sizes * blocks
+    if total > num.MAX_SCHEDULED_ROUNDS:
+        raise UserError(
+            f"{arms} arms x {sizes} sizes x {blocks} blocks = {total} rounds, more "
+            f"than the {num.MAX_SCHEDULED_ROUNDS} one sweep may plan",
+            where,
+            "fewer factors, sizes or rounds",
+        )
+
+
+def check_pod_renders(pb: Playbook, profiles: Sequence[NodeProfile]) -> None:
+    """Render one pod now: a template that is missing or broken must be found before the first
+    change to a node, not when the first round renders its pods after the kubelet restarted."""
+    # imported here: jinja2 is not needed by the commands that never plan
+    from abtest.batch.template import load_template, pod_labels, render_pod
+
+    render_pod(
+        load_template(pb.workload),
+        pb.workload,
+        name="abtest-plan-check",
+        namespace=pb.namespace,
+        node_name=profiles[0].node_name if profiles else "node",
+        labels=pod_labels("plan-check", "r0"),
+    )
 
 
 def options_from_json(data: dict[str, object]) -> PlanOptions:
     """The inverse of SweepPlan.to_dict()["options"]."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     return PlanOptions(**fields)  # type: ignore[arg-type]
-
-
-def _profile_ref(pb: Playbook, name: str) -> str:
-    """A playbook's `profile: nodes/lab.yaml` is relative to the playbook's folder."""
-    relative = Path(pb.source).parent / name
-    return (
-        str(relative) if relative.is_file() else name.removeprefix("nodes/").removesuffix(".yaml")
-    )
 
 
 def estimate(plan: SweepPlan, history: dict[str, list[float]] | None) -> Estimate:

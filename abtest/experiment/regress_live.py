@@ -13,7 +13,7 @@ from abtest.domain import Arm, Catalog, Scalar, parse_release
 from abtest.errors import AbtestError, UserError
 from abtest.experiment.fleet import same_node
 from abtest.experiment.nodekit import NodeKit
-from abtest.experiment.plan import PlanOptions, SweepPlan
+from abtest.experiment.plan import PlanOptions, SweepPlan, check_plan_size, check_pod_renders
 from abtest.experiment.regress import analysable_rounds, decide, look_schedule
 from abtest.experiment.schedule import build_schedule
 from abtest.experiment.sweep import SweepOptions, run_sweep
@@ -104,6 +104,8 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         (opts.node,) if opts.node and len(names) == 1 else tuple(load_profile(n) for n in names)
     )
     same_node(nodes)
+    check_plan_size(len(arms), len(opts.sizes), blocks, pb.source)
+    check_pod_renders(pb, nodes)
     schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)
     catalog = Catalog("regress", "regress", "reference vs candidate", ())
     return SweepPlan(

@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 
 from abtest.errors import UserError
+from abtest.numbers import METRIC_S
+from abtest.numbers import SIZE as SIZE_RANGE
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 from abtest.stats.percentiles import nearest_rank
 
@@ -43,6 +45,12 @@ def parse_arm_globs(values: Sequence[str] | None, flag_of_source: str) -> list[A
     for value in values or ():
         name, sep, pattern = value.partition("=")
         name, pattern = name.strip(), pattern.strip()
+        if sep and pattern and _escapes(pattern):
+            raise UserError(
+                f"--arm {name}={pattern}: the GLOB leaves the data directory",
+                "--arm",
+                "give a GLOB relative to the data directory, without '..' or a leading '/'",
+            )
         if not sep or not name or not pattern:
             raise UserError(
                 f"--arm {value!r} is not NAME=GLOB",
@@ -67,8 +75,18 @@ def match_runs(root: Path, arms: Sequence[ArmGlob], flag: str) -> dict[str, list
         raise UserError("no such directory", str(root), f"give {flag} the directory of the runs")
     owner: dict[Path, str] = {}
     runs: dict[str, list[Path]] = {}
+    inside = root.resolve()
     for arm in arms:
-        found = sorted(p for p in root.glob(arm.glob) if p.is_dir())
+        if _escapes(arm.glob):
+            raise UserError(
+                f"--arm {arm.name}={arm.glob}: the GLOB leaves the data directory",
+                "--arm",
+                "give a GLOB relative to the data directory, without '..' or a leading '/'",
+            )
+        # a symlinked run directory pointing elsewhere is outside too
+        found = sorted(
+            p for p in root.glob(arm.glob) if p.is_dir() and p.resolve().is_relative_to(inside)
+        )
         if not found:
             raise UserError(
                 f"--arm {arm.name}={arm.glob} matches no directory",
@@ -97,11 +115,18 @@ def read_json(path: Path, expected: str) -> Any:
         raise UserError(f"cannot read ({exc}); expected {expected}", str(path)) from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UserError(f"JSON nested too deeply; expected {expected}", str(path)) from None
     except json.JSONDecodeError as exc:
         raise UserError(
             f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); expected {expected}",
             str(path),
         ) from None
+
+
+def _escapes(pattern: str) -> bool:
+    """Does a run GLOB reach outside the data directory (absolute, or through '..')?"""
+    return pattern.startswith(("/", "~")) or ".." in Path(pattern).parts
 
 
 def latency_metrics(latencies_s: Sequence[float]) -> dict[str, float]:
@@ -136,6 +161,12 @@ def rounds_frame(rows: Sequence[dict[str, Any]], source: str) -> pd.DataFrame:
         frame[BLOCK] = frame[BLOCK].astype(str)
     for metric in metrics:
         frame[metric] = frame[metric].astype("float64")
+        for value in frame[metric].dropna():
+            if problem := METRIC_S.problem(float(value)):
+                raise UserError(f"{metric} {problem}", source, "check the runs' latency values")
+    for value in frame[SIZE]:
+        if problem := SIZE_RANGE.problem(int(value)):
+            raise UserError(f"size {problem}", source, "check the runs' pod counts")
     return frame.reset_index(drop=True)
 
 

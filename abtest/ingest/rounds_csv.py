@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from abtest.errors import UserError
+from abtest.numbers import METRIC_S
+from abtest.numbers import SIZE as SIZE_RANGE
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 
 # frame.attrs keys: the file's metric columns, and the error of each one with a bad cell.
@@ -186,11 +188,14 @@ def _text_column(raw: pd.DataFrame, column: str, where: str) -> pd.Series:
 def _size_column(raw: pd.DataFrame, where: str) -> pd.Series:
     values = raw[SIZE]
     parsed = pd.to_numeric(values, errors="coerce")
-    good = parsed.notna() & (parsed > 0) & (parsed == np.floor(parsed))
+    # in range before the cast: 1e30 would wrap to a negative int64 ("-9223372036854775808 pods")
+    good = parsed.notna() & (parsed >= 1) & (parsed <= SIZE_RANGE.maximum)
+    good &= parsed == np.floor(parsed.where(good, 0))
     if not good.all():
         line = int(values.index[(~good).to_numpy()][0])
         raise UserError(
-            f"size must be a positive whole number of pods, got {values[line]!r}",
+            f"size must be a whole number of pods from 1 to {SIZE_RANGE.maximum:g}, "
+            f"got {_cell(values[line])}",
             f"{where}, line {line}, column {SIZE}",
             "fix or remove that row",
         )
@@ -200,12 +205,20 @@ def _size_column(raw: pd.DataFrame, where: str) -> pd.Series:
 def _time_column(raw: pd.DataFrame, metric: str, where: str) -> pd.Series:
     values = raw[metric]
     parsed = pd.to_numeric(values, errors="coerce")
+    # a start-up time: 1e308 overflows the statistics, a subnormal 1e-320 has no finite log
     good = parsed.notna() & np.isfinite(parsed) & (parsed > 0)
+    good &= (parsed >= METRIC_S.minimum) & (parsed <= METRIC_S.maximum)
     if not good.all():
         line = int(values.index[(~good).to_numpy()][0])
         raise UserError(
-            f"{metric} must be a positive number of seconds, got {values[line]!r}",
+            f"{metric} must be a positive number of seconds from {METRIC_S.minimum:g} to "
+            f"{METRIC_S.maximum:g}, got {_cell(values[line])}",
             f"{where}, line {line}, column {metric}",
             "fix or remove that row",
         )
     return parsed.astype(np.float64)
+
+
+def _cell(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

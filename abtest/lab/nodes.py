@@ -227,7 +227,8 @@ class NodeStatus:
         }
 
 
-SHIPPED_PROFILE = "playbooks/nodes/lab.yaml"
+# absolute, so the path `lab status --json` prints works as --profile from any folder
+SHIPPED_PROFILE = str(datafiles.data_dir("playbooks") / "nodes" / "lab.yaml")
 
 
 def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:

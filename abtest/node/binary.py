@@ -54,11 +54,28 @@ class KubeletBinary:
         self.session = session
         self.journal = journal
         self.profile = session.profile
-        self.path = check_path(self.profile.kubelet_binary_path, "kubelet.binary_path")
-        self.backup = self.path + BACKUP_SUFFIX
-        self.marker = self.backup + MARKER_SUFFIX
+        self.given = check_path(self.profile.kubelet_binary_path, "kubelet.binary_path")
         self.conn = session.ssh
         self.sudo = self.profile.sudo
+        self._path: str | None = None
+
+    @property
+    def path(self) -> str:
+        """The file the profile's binary_path names, symlinks resolved on the node (as the
+        config path is): a swap renames over the real file, so a symlinked binary_path stays a
+        symlink through swap and restore."""
+        if self._path is None:
+            real = rf.realpath(self.conn, self.given, sudo=self.sudo)
+            self._path = check_path(real, "kubelet.binary_path (resolved)")
+        return self._path
+
+    @property
+    def backup(self) -> str:
+        return self.path + BACKUP_SUFFIX
+
+    @property
+    def marker(self) -> str:
+        return self.backup + MARKER_SUFFIX
 
     def _sha256(self, path: str) -> str | None:
         res = self.session.run(["sha256sum", "--", path], timeout=60)

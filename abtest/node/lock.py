@@ -30,9 +30,11 @@ mkdir -p -- "$(dirname -- "$1")"
 set -C
 cat > "$1"
 """
+# mktemp, not "$1.$$.tmp": a predictable name in the lock's folder could be planted (a
+# symlink) by anyone who can write there; mktemp creates a fresh 0600 file or fails
 _REPLACE_SCRIPT = r"""
 set -eu
-tmp="$1.$$.tmp"
+tmp=$(mktemp -- "$1.XXXXXXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
 cat > "$tmp"
 chmod 644 "$tmp"

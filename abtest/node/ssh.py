@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shlex
 import stat as stat_module
 import time
@@ -72,6 +73,15 @@ class FileStat:
     gid: int
 
 
+# what a known_hosts line may name: a host or address, or [host]:port (no wildcard, negation,
+# hash marker, comma, space or line break)
+_KNOWN_HOSTS_NAME = re.compile(r"^(\[[A-Za-z0-9_.:-]+\]:[0-9]{1,5}|[A-Za-z0-9_.:-]+)$")
+# paramiko logs a failed transport (a ProxyCommand that exits) with its traceback; the same
+# failure reaches us as an exception and becomes one line, so its log stays out of stderr
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
+
+
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Reject unknown keys (HostKeyError), or record them when explicitly allowed."""
 
@@ -87,6 +97,13 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 f"host key of {hostname} ({key.get_name()} {fingerprint}) is not in "
                 f"{files}; verify it and add it, or pass "
                 "--accept-new-host-key to trust it on first use"
+            )
+        if not _KNOWN_HOSTS_NAME.match(hostname):
+            # a newline, space or pattern character would let the name write its own lines
+            # (a `* <key>` line trusts that key for every host): never written
+            raise HostKeyError(
+                f"refusing to record a host key under the name {hostname!r}: not a plain "
+                "host name or [host]:port"
             )
         path = Path(self.endpoint.known_hosts)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,10 +23,54 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from paramiko.pkey import UnknownKeyType
 
-from abtest.errors import HostKeyError, NodeError
+from abtest.errors import ConfigError, HostKeyError, NodeError, SSHConfigMissing
 from abtest.playbook import SSHTarget
+from abtest.ssh_names import host_problem, port_problem, user_problem
+from abtest.yaml_input import read_text
 
 log = logging.getLogger(__name__)
+
+
+class _Config(paramiko.SSHConfig):
+    """paramiko's config parser, leaving ProxyCommand's %-tokens alone: paramiko expands %h
+    from the name as given (unchecked) and %p from the config's Port, not the profile's.
+    :func:`expand_proxy_command` expands them from the resolved, validated values instead."""
+
+    def _allowed_tokens(self, key: str) -> list[str]:
+        if key == "proxycommand":
+            return []
+        tokens: dict[str, list[str]] = getattr(self, "TOKENS_BY_CONFIG_KEY", {})
+        return list(tokens.get(key, []))
+
+
+def expand_proxy_command(command: str, *, host: str, port: int, user: str) -> str:
+    """OpenSSH's ProxyCommand tokens (%h host, %p port, %r user, %n the name as given, %%),
+    from values :mod:`abtest.ssh_names` already checked (no shell metacharacters)."""
+    out: list[str] = []
+    i = 0
+    values = {"h": host, "p": str(port), "r": user, "n": host, "%": "%"}
+    while i < len(command):
+        ch = command[i]
+        if ch == "%" and i + 1 < len(command):
+            token = command[i + 1]
+            if token not in values:
+                raise ConfigError(
+                    f"ProxyCommand uses %{token}, which abtest does not expand",
+                    "ssh config",
+                    "use only %h, %p, %r, %n and %%",
+                )
+            out.append(values[token])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _checked(value: object, check: Any, what: str, cfg_path: Path) -> None:
+    if problem := check(value):
+        raise ConfigError(f"{what}: {problem}", f"ssh config {cfg_path}", "fix the ssh config")
+
 
 MAX_JUMPS = 8
 # OpenSSH's defaults when the config names no known-hosts files
@@ -79,11 +123,13 @@ def resolve(target: SSHTarget) -> Endpoint:
     config: paramiko.SSHConfig | None = None
     if cfg_path.is_file():
         try:
-            config = paramiko.SSHConfig.from_path(str(cfg_path))
+            config = _Config.from_text(read_text(cfg_path, "ssh config"))
         except (OSError, paramiko.SSHException) as exc:
-            raise NodeError(f"cannot read ssh config {cfg_path}: {exc}") from None
+            raise ConfigError(f"cannot read ssh config: {exc}", str(cfg_path)) from None
     elif target.config_file:
-        raise NodeError(f"ssh config {cfg_path} does not exist (profile ssh.config)")
+        raise SSHConfigMissing(
+            f"ssh config {cfg_path} does not exist", "profile ssh.config", "check the path"
+        )
     return _endpoint(
         target.host,
         config,
@@ -170,17 +216,33 @@ def _endpoint(
             )
         jumps = tuple(resolved)
     proxy = str(options.get("proxycommand") or "").strip()
+    # every name and port is checked before it reaches a socket, a shell or known_hosts,
+    # whether the profile or the ssh config gave it
+    hostname = str(options.get("hostname") or host)
+    _checked(hostname, host_problem, f"HostName of {host!r}", cfg_path)
+    raw_port: object = port or options.get("port") or 22
+    try:
+        resolved_port = int(str(raw_port))
+    except ValueError:
+        resolved_port = -1
+    _checked(resolved_port, port_problem, f"Port of {host!r}", cfg_path)
+    resolved_user = str(user or options.get("user") or _local_user())
+    _checked(resolved_user, user_problem, f"User of {host!r}", cfg_path)
+    if proxy and proxy.lower() != "none" and not jumps:
+        proxy = expand_proxy_command(proxy, host=hostname, port=resolved_port, user=resolved_user)
+    else:
+        proxy = ""
     return Endpoint(
         alias=host,
-        hostname=str(options.get("hostname") or host),
-        port=port or int(options.get("port") or 22),
-        user=str(user or options.get("user") or _local_user()),
+        hostname=hostname,
+        port=resolved_port,
+        user=resolved_user,
         key_files=keys,
         use_agent=use_agent,
         known_hosts=expanded[0],
         known_hosts_files=expanded,
         jumps=jumps,
-        proxy_command=proxy if proxy and proxy.lower() != "none" and not jumps else None,
+        proxy_command=proxy or None,
     )
 
 

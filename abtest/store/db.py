@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from abtest.errors import UserError
+from abtest.paths import check_db_path
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 from abtest.store.tables import Arms, Rounds, Runs, Visits
 
@@ -27,6 +28,20 @@ def default_path() -> Path:
     return Path(base) / "abtest" / "results.sqlite"
 
 
+def _create_private(path: Path) -> None:
+    """A new database is 0600 (SQLite gives its -wal and -shm files the same mode): it keeps
+    copies of kubelet configs, which are nobody else's to read."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise UserError(
+            f"cannot create {path}: {exc.strerror}", "--db", "give a writable path"
+        ) from None
+    os.close(fd)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -35,14 +50,31 @@ class Store:
     """One connection to the results database, migrated to SCHEMA_VERSION on open."""
 
     def __init__(self, path: Path | str | None = None) -> None:
-        self.path = Path(path) if path else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = FULL")
-        self._migrate()
+        self.path = Path(path).expanduser() if path else default_path()
+        where = "--db" if path else "results database ($ABTEST_DB or the default)"
+        check_db_path(self.path, where)
+        if path and not self.path.parent.is_dir():
+            # a typo in --db must not leave a new folder tree behind
+            raise UserError(
+                f"folder {self.path.parent} does not exist",
+                where,
+                "create it, or give a path in an existing folder",
+            )
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _create_private(self.path)
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA synchronous = FULL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise UserError(
+                f"cannot use {self.path} as the results database: {exc}",
+                where,
+                "give the results database, or a new file name",
+            ) from None
         # the typed API of the sweep's tables (abtest.store.tables): no SQL above the store
         self.runs = Runs(self)
         self.arms = Arms(self)
