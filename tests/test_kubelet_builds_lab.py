@@ -206,7 +206,7 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "abtest", "gates", "--catalog", str(catalog),
-            f"kubelet-{OLD}", "--design", "singles", "--rounds", "1", "--sizes", "3",
+            f"kubelet-{OLD}", "--all", "--rounds", "1", "--sizes", "3",
             "--db", str(db),
         ],
         cwd=REPO,
@@ -219,7 +219,8 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
             time.sleep(0.01)
         assert backup.exists(), "the swap never started"
     finally:
-        os.kill(proc.pid, signal.SIGKILL)  # mid-swap: the backup is there, the copy may not be
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)  # mid-swap: the backup is there, the copy may not be
         proc.wait(30)
     restore = _abtest("node", "restore", "--profile", "lab", "--db", str(db), "--json")
     assert restore.returncode == 0, restore.stdout + restore.stderr

@@ -136,6 +136,13 @@ def test_compare_and_running_values() -> None:
     assert len(problems) == 2
     _, problems = compare([Expectation("kubeAPIQPS", 50)], config, gates)
     assert "expected 50" in problems[0]
+    # an older kubelet build as an arm has no such gate: unset in the file, nothing to check;
+    # a gate the arm sets explicitly must still be known
+    back = Expectation("featureGates.PLEGOnDemandRelist", True, explicit=False)
+    seen, problems = compare([back], config, gates)
+    assert problems == [] and seen["featureGates.PLEGOnDemandRelist"]["absent"] is True
+    _, problems = compare([Expectation("featureGates.PLEGOnDemandRelist", False)], config, gates)
+    assert any("not in kubernetes_feature_enabled" in p for p in problems)
     assert running_values(
         ["kubeAPIQPS", "featureGates.ContainerCheckpoint", "nope"], config, gates
     ) == {
