@@ -5,7 +5,6 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,9 +19,11 @@ __all__ = ["with_kube"]
 
 # --- results and output ----------------------------------------------------------------
 Db = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
-        "--db", help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
+        "--db",
+        help="Results database: a SQLite file, or a shared postgresql://USER@HOST/DB "
+        "(default: $ABTEST_DB, else ~/.local/share/abtest/results.sqlite).",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]

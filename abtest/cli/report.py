@@ -15,7 +15,7 @@ from abtest.cli.render import console
 from abtest.errors import UserError
 from abtest.report import FORMATS, build_model, write_report
 from abtest.report.writer import check_formats
-from abtest.store.db import Store, default_path
+from abtest.store.db import Store, resolve
 
 
 def report(
@@ -47,14 +47,13 @@ def report(
     formats = check_formats([part for item in asked for part in item.split(",") if part.strip()])
     if not formats:
         raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
-    path = db if db is not None else default_path()
-    if not path.is_file():
+    if not Store.exists(db):
         raise UserError(
             "no results database here",
-            str(path),
+            str(resolve(db)),
             "give --db PATH or set ABTEST_DB; a sweep or `abtest batch` creates it",
         )
-    with Store(path) as store:
+    with Store(db) as store, store.snapshot():
         model = build_model(store, run_id, baseline=baseline, confidence=confidence)
     out_dir = out if out is not None else Path("reports") / run_id
     written = write_report(model, out_dir, formats)
