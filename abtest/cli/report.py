@@ -14,12 +14,20 @@ from abtest.cli import options as o
 from abtest.cli.render import console
 from abtest.errors import UserError
 from abtest.report import FORMATS, build_model, write_report
+from abtest.report.model import build_pooled_model
 from abtest.report.writer import check_formats
 from abtest.store.db import Store, resolve
 
 
 def report(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id (see `abtest runs`).")],
+    run_ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_ID...",
+            help="A run id (see `abtest runs`); several: pooled as one fleet run (same "
+            "playbook, catalog and arms on disjoint nodes).",
+        ),
+    ],
     format: Annotated[
         list[str] | None,
         typer.Option(
@@ -41,6 +49,10 @@ def report(
     confidence: Annotated[
         float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
     ] = 0.95,
+    pool: Annotated[
+        bool,
+        typer.Option("--pool", help="Pool the runs into one fleet run (implied by two or more)."),
+    ] = False,
 ) -> None:
     """Render a stored run: tables with intervals, figures, tidy CSV/JSON."""
     asked = [format] if isinstance(format, str) else list(format or FORMATS)
@@ -53,8 +65,14 @@ def report(
             str(resolve(db)),
             "give --db PATH or set ABTEST_DB; a sweep or `abtest batch` creates it",
         )
+    if pool and len(run_ids) < 2:
+        raise UserError("--pool needs two or more runs", "--pool", "abtest report RUN1 RUN2 ...")
     with Store(db) as store, store.snapshot():
-        model = build_model(store, run_id, baseline=baseline, confidence=confidence)
+        if len(run_ids) > 1:
+            model = build_pooled_model(store, run_ids, baseline=baseline, confidence=confidence)
+        else:
+            model = build_model(store, run_ids[0], baseline=baseline, confidence=confidence)
+    run_id = model.run_id
     out_dir = out if out is not None else Path("reports") / run_id
     written = write_report(model, out_dir, formats)
     console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
