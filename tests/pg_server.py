@@ -81,7 +81,9 @@ class PgServer:
         import psycopg
 
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            # waits (up to 5 s) until the backend is gone, so the next statement meets a dead
+            # connection rather than racing the signal
+            conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
 
 @contextmanager

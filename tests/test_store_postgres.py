@@ -231,3 +231,19 @@ def test_a_bad_database_url_is_one_line_exit_4_and_no_password(
     assert proc.returncode == 4, proc.stderr
     assert says in proc.stderr and "s3cret" not in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_history_and_pooling_read_the_shared_database(pg_url: str) -> None:
+    from history_store import NODE, add_runs
+
+    from abtest.experiment.node_history import HistoryRequest, history
+    from abtest.report.model import build_pooled_model
+
+    with Store(pg_url) as pg:
+        ids = add_runs(pg, [5.0] * 5 + [5.6] * 5, kubelet=["v1"] * 5 + ["v2"] * 5)
+        a, b = _fake_run(pg, "node-a"), _fake_run(pg, "node-b")
+        model = build_pooled_model(pg, [a, b])
+    h = history(HistoryRequest(node=NODE, db=pg_url))
+    (cp,) = h.change_points
+    assert cp.run_id == ids[5] and h.changed[0]["kubelet_version"] == ["v1", "v2"]
+    assert model.fleet is not None and model.fleet.nodes == ("node-a", "node-b")
