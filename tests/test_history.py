@@ -35,6 +35,19 @@ def test_a_step_is_found_at_its_run_with_its_size_and_what_changed(store: Store)
     assert all(f.low is not None and f.low < f.value < (f.high or 0) for f in h.figures)
 
 
+def test_a_pool_of_nodes_is_one_series_over_the_runs_of_both(store: Store) -> None:
+    ids = add_runs(store, STEP, kubelet=KUBELET, nodes=(NODE, "node-i"))
+    h = history(HistoryRequest(node=(NODE, "node-i"), db=store.path))
+    assert h.node == f"{NODE}+node-i" and h.figures[0].rounds == 10  # 5 rounds on each node
+    (cp,) = h.change_points
+    assert cp.run_id == ids[5] and h.changed[0]["kubelet_version"] == ["v1.36.0", "v1.36.1"]
+    r = CliRunner().invoke(
+        app, ["history", "--node", NODE, "--node", "node-i", "--db", str(store.path), "--out",
+              str(store.path.parent / "pool")],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+
+
 def test_a_flat_series_has_no_change_point(store: Store) -> None:
     add_runs(store, [5.0] * 10)
     assert history(HistoryRequest(node=NODE, db=store.path)).change_points == []

@@ -16,7 +16,10 @@ from abtest.stats.changepoints import MAX_PVALUE
 
 
 def history(
-    node: Annotated[str, typer.Option("--node", help="The node (its Kubernetes name).")],
+    node: Annotated[
+        list[str],
+        typer.Option("--node", help="The node (its Kubernetes name); repeat for a pool of nodes."),
+    ],
     arm: Annotated[
         str | None, typer.Option("--arm", help="Arm to follow. Default: baseline.")
     ] = None,
@@ -48,7 +51,7 @@ def history(
     what changed; Markdown, HTML with a plot, JSON."""
     h = node_history(
         HistoryRequest(
-            node=node,
+            node=tuple(node),
             arm=arm,
             size=size,
             metric=metric,
@@ -57,7 +60,7 @@ def history(
             db=db,
         )
     )
-    out_dir = out if out is not None else Path("reports") / f"history-{node}"
+    out_dir = out if out is not None else Path("reports") / f"history-{h.node}"
     written = write(h, out_dir)
     if json_out:
         print_json(to_dict(h))

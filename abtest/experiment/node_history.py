@@ -16,12 +16,12 @@ from abtest.stats.changepoints import (
     run_figure,
 )
 from abtest.store.db import DbTarget, Store
-from abtest.store.series import METRICS, node_arms, node_rounds, run_facts
+from abtest.store.series import METRICS, node_arms, node_rounds, pool_facts
 
 
 @dataclass(frozen=True)
 class HistoryRequest:
-    node: str
+    node: str | tuple[str, ...]  # one node, or a pool (each run's figure over its nodes)
     arm: str | None = None
     size: int | None = None
     metric: str = "batch_ready_s"
@@ -46,19 +46,23 @@ class History:
     fail_on_new: int | None = None
 
 
-def _choose(store: Store, req: HistoryRequest) -> tuple[str, int]:
-    measured = node_arms(store, req.node)
+def _nodes(req: HistoryRequest) -> tuple[str, ...]:
+    return (req.node,) if isinstance(req.node, str) else tuple(dict.fromkeys(req.node))
+
+
+def _choose(store: Store, req: HistoryRequest, name: str) -> tuple[str, int]:
+    measured = node_arms(store, _nodes(req))
     if not measured:
-        raise UserError(f"no accepted rounds of node {req.node!r}", store.name, "see `abtest runs`")
+        raise UserError(f"no accepted rounds of node {name!r}", store.name, "see `abtest runs`")
     arms = [a for a, _ in measured]
     arm = req.arm or ("baseline" if "baseline" in arms else measured[0][0])
     sizes = [s for a, s in measured if a == arm]
     if not sizes:
-        raise UserError(f"node {req.node!r} has no rounds of arm {arm!r}", None,
+        raise UserError(f"node {name!r} has no rounds of arm {arm!r}", None,
                         f"arms measured there: {', '.join(sorted(set(arms)))}")  # fmt: skip
     size = req.size if req.size is not None else sizes[0]
     if size not in sizes:
-        raise UserError(f"arm {arm!r} was never measured at {size} pods on {req.node!r}", None,
+        raise UserError(f"arm {arm!r} was never measured at {size} pods on {name!r}", None,
                         f"sizes: {', '.join(map(str, sorted(sizes)))}")  # fmt: skip
     return arm, size
 
@@ -68,9 +72,13 @@ def history(req: HistoryRequest) -> History:
         raise UserError(f"unknown metric {req.metric!r}", "--metric", f"use {', '.join(METRICS)}")
     if req.fail_on_new is not None and req.fail_on_new < 1:
         raise UserError("--fail-on-new must be at least 1", "--fail-on-new")
+    nodes = _nodes(req)
+    if not nodes:
+        raise UserError("--node is required", "--node")
+    name = "+".join(nodes)
     with Store(req.db) as store, store.snapshot():
-        arm, size = _choose(store, req)
-        rounds = node_rounds(store, req.node, arm, size, req.metric)
+        arm, size = _choose(store, req, name)
+        rounds = node_rounds(store, nodes, arm, size, req.metric)
         figures = [
             run_figure(
                 str(run_id),
@@ -82,14 +90,14 @@ def history(req: HistoryRequest) -> History:
         ]
         if len(figures) < MIN_RUNS:
             raise UserError(
-                f"node {req.node!r} has {len(figures)} run(s) of arm {arm!r} at {size} pods; "
+                f"node {name!r} has {len(figures)} run(s) of arm {arm!r} at {size} pods; "
                 f"history needs at least {MIN_RUNS} (change points need runs on both sides)",
             )
         found = change_points(figures, req.max_pvalue, req.confidence)
         changed = []
         for cp in found:
-            before = run_facts(store, figures[cp.index - 1].run_id, req.node, arm).facts
-            after = run_facts(store, figures[cp.index].run_id, req.node, arm).facts
+            before = pool_facts(store, figures[cp.index - 1].run_id, nodes, arm)
+            after = pool_facts(store, figures[cp.index].run_id, nodes, arm)
             changed.append(
                 {k: [before.get(k), after.get(k)] for k in after if before.get(k) != after.get(k)}
             )
@@ -97,5 +105,5 @@ def history(req: HistoryRequest) -> History:
     if req.fail_on_new is not None:
         last = len(figures) - req.fail_on_new
         alarms = [cp for cp in found if cp.slower and cp.index >= last]
-    return History(req.node, arm, size, req.metric, req.max_pvalue, figures, found, changed,
+    return History(name, arm, size, req.metric, req.max_pvalue, figures, found, changed,
                    alarms, req.fail_on_new)  # fmt: skip

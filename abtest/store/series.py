@@ -4,6 +4,7 @@ stored about the node and the tool (for "what changed between these two runs")."
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,29 +17,52 @@ if TYPE_CHECKING:
 METRICS = ("batch_ready_s", "p50_s", "p95_s", "p99_s", "mean_s")
 
 
-def node_rounds(store: Store, node: str, arm: str, size: int, metric: str) -> pd.DataFrame:
-    """Accepted, measured rounds of ``arm`` at ``size`` on ``node`` in every run, in run
-    order: run_id, created_at, value. Only finished or interrupted/failed runs' committed
-    rounds exist (a round is stored whole or not at all)."""
+def _marks(nodes: Sequence[str]) -> str:
+    return ", ".join("?" for _ in nodes)
+
+
+def node_rounds(
+    store: Store, nodes: Sequence[str], arm: str, size: int, metric: str
+) -> pd.DataFrame:
+    """Accepted, measured rounds of ``arm`` at ``size`` on ``nodes`` (one node, or a pool) in
+    every run, in run order: run_id, created_at, node_name, value. Only committed rounds
+    exist (a round is stored whole or not at all)."""
     if metric not in METRICS:
         raise ValueError(metric)
     return store.frame(
-        f"SELECT r.run_id, u.created_at, r.{metric} AS value FROM rounds r "
-        "JOIN runs u ON u.id = r.run_id WHERE r.node_name = ? AND r.arm = ? AND r.size = ? "
-        f"AND r.accepted = 1 AND r.warmup = 0 AND r.{metric} IS NOT NULL AND r.{metric} > 0 "
-        "ORDER BY u.created_at, r.run_id, r.id",
-        (node, arm, size),
+        f"SELECT r.run_id, u.created_at, r.node_name, r.{metric} AS value FROM rounds r "
+        f"JOIN runs u ON u.id = r.run_id WHERE r.node_name IN ({_marks(nodes)}) AND r.arm = ? "
+        f"AND r.size = ? AND r.accepted = 1 AND r.warmup = 0 AND r.{metric} IS NOT NULL "
+        f"AND r.{metric} > 0 ORDER BY u.created_at, r.run_id, r.id",
+        (*nodes, arm, size),
     )
 
 
-def node_arms(store: Store, node: str) -> list[tuple[str, int]]:
-    """(arm, size) pairs measured on the node, most rounds first."""
+def node_arms(store: Store, nodes: Sequence[str]) -> list[tuple[str, int]]:
+    """(arm, size) pairs measured on the nodes, most rounds first."""
     rows = store.query(
-        "SELECT arm, size, COUNT(*) AS n FROM rounds WHERE node_name = ? AND accepted = 1 "
-        "AND warmup = 0 GROUP BY arm, size ORDER BY n DESC, arm, size",
-        (node,),
+        f"SELECT arm, size, COUNT(*) AS n FROM rounds WHERE node_name IN ({_marks(nodes)}) "
+        "AND accepted = 1 AND warmup = 0 GROUP BY arm, size ORDER BY n DESC, arm, size",
+        tuple(nodes),
     )
     return [(str(r[0]), int(r[1])) for r in rows]
+
+
+def pool_facts(store: Store, run_id: str, nodes: Sequence[str], arm: str) -> dict[str, Any]:
+    """A run's facts over a pool of nodes: one value where the nodes agree, else
+    ``node=value`` for each node."""
+    per_node = {n: run_facts(store, run_id, n, arm).facts for n in nodes}
+    keys = dict.fromkeys(k for facts in per_node.values() for k in facts)
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = {n: facts.get(key) for n, facts in per_node.items()}
+        distinct = {json.dumps(v, sort_keys=True, default=str) for v in values.values()}
+        out[key] = (
+            next(iter(values.values()))
+            if len(distinct) == 1
+            else ", ".join(f"{n}={v}" for n, v in values.items())
+        )
+    return out
 
 
 @dataclass(frozen=True)
