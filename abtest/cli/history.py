@@ -65,7 +65,7 @@ def history(
     if json_out:
         print_json(to_dict(h))
     else:
-        console.print(markdown(h), highlight=False, markup=False)
+        typer.echo(markdown(h), nl=False)  # plain: a pipe gets the Markdown unwrapped
         console.print(f"written: {', '.join(str(p) for p in written)}", highlight=False)
     if h.alarms:
         raise typer.Exit(1)

@@ -113,8 +113,9 @@ def plot_png(h: History) -> bytes:
         if level:
             ax.hlines(level[0], edges[k] + 0.6, edges[k] + len(seg) + 0.4, colors="grey")
     for cp in h.change_points:
-        ax.axvline(cp.index + 0.5, color="red" if cp.slower else "green", linestyle="--")
-        ax.annotate(f"{cp.step_pct:+.1f} %", (cp.index + 0.55, max(ys)), color="red")
+        colour = "red" if cp.slower else "green"
+        ax.axvline(cp.index + 0.5, color=colour, linestyle="--")
+        ax.annotate(f"{cp.step_pct:+.1f} %", (cp.index + 0.55, max(ys)), color=colour)
     ax.set_xlabel("run (in time order)")
     ax.set_ylabel(f"{h.metric} (s)")
     ax.set_title(f"{h.node}: {h.arm}, {h.size} pods")
