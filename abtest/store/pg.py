@@ -179,7 +179,8 @@ class PgConnection:
     def _lost(self, exc: Exception) -> StoreConnectionLost:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return StoreConnectionLost(
-            f"results database connection lost ({redact(self.url)}): {first}"
+            f"results database connection lost ({redact(self.url)}): {first}; the round in "
+            "flight was not stored (a sweep continues with --resume RUN_ID)"
         )
 
     def _run(self, sql: str, params: Sequence[Any], many: bool = False) -> Cursor:
