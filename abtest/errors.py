@@ -74,3 +74,20 @@ class LabError(AbtestError):
     """The local lab could not be brought up or down."""
 
     exit_code = 4
+
+
+class StoreError(AbtestError):
+    """The results database cannot be used: its URL does not parse, its server cannot be
+    reached, or the connection was lost mid-run. Operational, like a node failure."""
+
+    exit_code = 4
+
+
+class StoreConnectionLost(StoreError):
+    """The connection to a shared (PostgreSQL) results database broke. The statement or round
+    in flight was rolled back; the next statement reconnects (so the node restore and the
+    run's "failed" row can still be written), and ``--resume`` continues the run."""
+
+
+class StoreConflict(StoreError):
+    """A row with the same key is already stored (e.g. a run id another controller took)."""

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from abtest.errors import UserError
-from abtest.store.db import Store, default_path
+from abtest.store.db import Store, resolve
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +90,7 @@ class Results:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self.path = store.path
+        self.path = store.name
 
     def runs(self) -> pd.DataFrame:
         """Every run, newest first: id, kind, status, created_at, finished_at, node_name,
@@ -200,6 +201,11 @@ class Results:
             source=f"runs {reference_run} (reference) vs {candidate_run} (candidate)",
         )
 
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Reads inside see one committed state of the database (a shared database may be
+        written by other controllers meanwhile)."""
+        return self._store.snapshot()
+
     def close(self) -> None:
         self._store.close()
 
@@ -213,9 +219,12 @@ class Results:
 
 
 def open_results(path: str | Path | None = None) -> Results:
-    """The results database at ``path`` (default: ``$ABTEST_DB``, else the per-user one).
-    UserError if there is none: a sweep or ``abtest batch`` creates it."""
-    chosen = Path(path).expanduser() if path is not None else default_path()
+    """The results database at ``path`` (default: ``$ABTEST_DB``, else the per-user one): a
+    SQLite file or a ``postgresql://`` URL. UserError if there is no such file: a sweep or
+    ``abtest batch`` creates it."""
+    chosen = resolve(path)
+    if isinstance(chosen, str):
+        return Results(Store(chosen))
     if not chosen.is_file():
         raise UserError(
             "no results database here",

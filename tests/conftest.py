@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_server import PgServer, running_server
 
 from abtest.playbook import NodeProfile, load_profile
 from abtest.store.db import Store
@@ -26,6 +27,19 @@ def lab_up() -> None:
 @pytest.fixture(scope="session")
 def lab_profile(lab_up: None) -> NodeProfile:
     return load_profile("lab")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server per test process (tests/pg_server.py); skips without binaries."""
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture()
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty database on that server."""
+    return pg_server.create_database()
 
 
 @pytest.fixture()

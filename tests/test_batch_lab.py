@@ -174,7 +174,7 @@ def test_watch_survives_drops_and_expired_resource_version(
 
 def test_namespace_not_owned_is_refused(cluster: Cluster, lab_profile: NodeProfile) -> None:
     name = f"abtest-t-foreign-{secrets.token_hex(3)}"
-    cluster.core.create_namespace({"metadata": {"name": name}})  # type: ignore[arg-type]
+    cluster.core.create_namespace({"metadata": {"name": name}})  # type: ignore[arg-type, unused-ignore]
     try:
         with pytest.raises(NamespaceNotOwned):
             ensure_namespace(cluster, name)

@@ -21,7 +21,7 @@ from typing import Any
 from abtest import __version__
 from abtest.cluster.client import Cluster
 from abtest.cluster.environment import node_facts, server_version
-from abtest.errors import AbtestError
+from abtest.errors import AbtestError, StoreConflict
 from abtest.playbook import NodeProfile, Playbook
 from abtest.store.db import Store, now_iso
 
@@ -85,30 +85,35 @@ def new_run(
     plan: dict[str, Any] | None = None,
     run_id: str | None = None,
 ) -> str:
-    """Insert a run (status ``running``) and return its id."""
-    run_id = run_id or new_run_id()
+    """Insert a run (status ``running``) and return its id. Several controllers may share
+    one database: a generated id that another one took first is drawn again (the primary key
+    decides, not luck), so run ids never collide."""
     text = playbook.text if playbook else None
-    store.insert(
-        "runs",
-        {
-            "id": run_id,
-            "kind": kind,
-            "created_at": now_iso(),
-            "status": "running",
-            "command": command if command is not None else " ".join(sys.argv),
-            "profile_name": profile.name if profile else None,
-            "node_name": node_name or (profile.node_name if profile else None),
-            "playbook_name": playbook.name if playbook else None,
-            "playbook_text": text,
-            "playbook_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None,
-            "catalog_name": playbook.catalog if playbook else None,
-            "design": playbook.design if playbook else None,
-            "seed": playbook.seed if playbook else None,
-            "plan_json": json.dumps(plan, sort_keys=True, default=str) if plan else None,
-            "env_json": json.dumps(env, sort_keys=True, default=str) if env else None,
-        },
-    )
-    return run_id
+    row = {
+        "kind": kind,
+        "status": "running",
+        "command": command if command is not None else " ".join(sys.argv),
+        "profile_name": profile.name if profile else None,
+        "node_name": node_name or (profile.node_name if profile else None),
+        "playbook_name": playbook.name if playbook else None,
+        "playbook_text": text,
+        "playbook_sha256": hashlib.sha256(text.encode()).hexdigest() if text else None,
+        "catalog_name": playbook.catalog if playbook else None,
+        "design": playbook.design if playbook else None,
+        "seed": playbook.seed if playbook else None,
+        "plan_json": json.dumps(plan, sort_keys=True, default=str) if plan else None,
+        "env_json": json.dumps(env, sort_keys=True, default=str) if env else None,
+    }
+    for _ in range(8):
+        chosen = run_id or new_run_id()
+        try:
+            store.insert("runs", {"id": chosen, "created_at": now_iso(), **row})
+        except StoreConflict:
+            if run_id is not None:
+                raise
+            continue
+        return chosen
+    raise StoreConflict("8 generated run ids in a row were taken: is the clock stuck?")
 
 
 def finish_run(

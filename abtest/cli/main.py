@@ -57,6 +57,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "report",
         "Render a stored run: tables with intervals, figures, tidy CSV/JSON.",
     ),
+    "history": LazyCommand(
+        "abtest.cli.history",
+        "history",
+        "A node's per-run figure across runs, its change points (Apache Otava) with the step and\n"
+        "what changed; Markdown, HTML with a plot, JSON.",
+    ),
     "analyze": LazyCommand(
         "abtest.cli.analyze",
         "analyze",

@@ -6,7 +6,6 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -44,9 +43,11 @@ def in_range(rng: num.Range) -> Callable[[typer.CallbackParam, N | None], N | No
 # --- results and output ----------------------------------------------------------------
 DB_FLAG = "--db"  # named in errors about the database a command was given
 Db = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
-        DB_FLAG, help="Results database (default: $ABTEST_DB, else ~/.local/share/abtest)."
+        DB_FLAG,
+        help="Results database: a SQLite file, or a shared postgresql://USER@HOST/DB "
+        "(default: $ABTEST_DB, else ~/.local/share/abtest/results.sqlite).",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]

@@ -15,12 +15,20 @@ from abtest.cli.render import console
 from abtest.errors import UserError
 from abtest.paths import check_db_path, check_output_dir
 from abtest.report import FORMATS, build_model, write_report
+from abtest.report.model import build_pooled_model
 from abtest.report.writer import check_formats
-from abtest.store.db import Store, default_path
+from abtest.store.db import Store, resolve
 
 
 def report(
-    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id (see `abtest runs`).")],
+    run_ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_ID...",
+            help="A run id (see `abtest runs`); several: pooled as one fleet run (same "
+            "playbook, catalog and arms on disjoint nodes).",
+        ),
+    ],
     format: Annotated[
         list[str] | None,
         typer.Option(
@@ -42,24 +50,39 @@ def report(
     confidence: Annotated[
         float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
     ] = 0.95,
+    pool: Annotated[
+        bool,
+        typer.Option("--pool", help="Pool the runs into one fleet run (implied by two or more)."),
+    ] = False,
 ) -> None:
     """Render a stored run: tables with intervals, figures, tidy CSV/JSON."""
     asked = [format] if isinstance(format, str) else list(format or FORMATS)
     formats = check_formats([part for item in asked for part in item.split(",") if part.strip()])
     if not formats:
         raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
-    path = db if db is not None else default_path()
-    check_db_path(path, o.DB_FLAG if db is not None else str(path))
-    out_dir = out if out is not None else Path("reports") / run_id
+    if pool and len(run_ids) < 2:
+        raise UserError("--pool needs two or more runs", "--pool", "abtest report RUN1 RUN2 ...")
+    target = resolve(db)
+    if isinstance(target, Path):  # a SQLite file; a postgresql:// URL has no path to check
+        check_db_path(target, o.DB_FLAG if db else str(target))
+    # the default folder is the (pooled) run's id: reports/RUN1+RUN2 for a pool
+    out_dir = out if out is not None else Path("reports") / "+".join(run_ids)
     check_output_dir(out_dir, "--out")
-    if not path.is_file():
+    if isinstance(target, Path) and not target.is_file():
         raise UserError(
             "no results database here",
-            str(path),
+            str(target),
             "give --db PATH or set ABTEST_DB; a sweep or `abtest batch` creates it",
         )
-    with Store(path) as store:
-        model = build_model(store, run_id, baseline=baseline, confidence=confidence)
+    with Store(db) as store, store.snapshot():
+        if len(run_ids) > 1:
+            model = build_pooled_model(store, run_ids, baseline=baseline, confidence=confidence)
+        else:
+            model = build_model(store, run_ids[0], baseline=baseline, confidence=confidence)
+    run_id = model.run_id
+    if out is None and out_dir != Path("reports") / run_id:
+        out_dir = Path("reports") / run_id
+        check_output_dir(out_dir, "--out")
     written = write_report(model, out_dir, formats)
     console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
     for file in written:

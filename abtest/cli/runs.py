@@ -1,13 +1,16 @@
-"""`abtest runs`: the stored runs, newest first; `abtest runs show RUN`: one run in detail."""
+"""`abtest runs`: the stored runs, newest first; `abtest runs show RUN`: one run in detail;
+`abtest runs export/import`: move runs between databases (a laptop's file, the team's server)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.experiment.transfer import export_to_file, import_from_file
 from abtest.results import Results, records
 from abtest.store.db import Store
 
@@ -23,7 +26,7 @@ def runs(ctx: typer.Context, json_out: o.Json = False, db: o.Db = None) -> None:
     """List the stored runs, newest first, with their rounds (accepted / all)."""
     if ctx.invoked_subcommand is not None:
         return
-    with Results(Store(db)) as res:
+    with Results(Store(db)) as res, res.snapshot():
         rows = records(res.runs())
         path = res.path
     if json_out:
@@ -113,3 +116,33 @@ def _print_detail(d: dict[str, Any]) -> None:
             ["arm", "size", "accepted / all"],
             [(r["arm"], r["size"], f"{r['accepted']}/{r['rounds']}") for r in d["rounds"]],
         )
+
+
+@app.command("export")
+def export(
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[RUN]...", help="Run ids; default: every run in the database."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The file to write (JSON).")] = Path(
+        "runs.json"
+    ),
+    db: o.Db = None,
+) -> None:
+    """Write runs (every row they own: arms, visits, rounds, pods, events, metrics) to a
+    file that `abtest runs import` reads into another database, e.g. the team's."""
+    count = export_to_file(db, run_ids, out)
+    console.print(f"{count} run(s) written to {out}", highlight=False)
+
+
+@app.command("import")
+def import_(
+    source: Annotated[Path, typer.Argument(metavar="FILE", help="A `runs export` file.")],
+    db: o.Db = None,
+) -> None:
+    """Add the file's runs to the database (a run it already has is left as it is)."""
+    done = import_from_file(db, source)
+    for run_id in done.added:
+        console.print(f"imported {run_id}", highlight=False)
+    for run_id in done.skipped:
+        console.print(f"already there: {run_id} (left as it is)", highlight=False)

@@ -38,7 +38,8 @@ class TooManyRequests(ClusterError):
     """429 / 5xx: the API server asks us to back off."""
 
 
-class TimedApiClient(client.ApiClient):
+# the ignore: kubernetes 36 (the bound apache-otava's dependencies force) ships no types
+class TimedApiClient(client.ApiClient):  # type: ignore[misc, unused-ignore]
     """An ApiClient whose every request has a timeout: the kubernetes client's default is
     none at all, so one call forgotten without ``_request_timeout`` could block for ever on
     a stuck API server or a half-open connection."""

@@ -85,7 +85,7 @@ def load(cfg: client.Configuration, kubeconfig: str | None, context: str | None)
                     "drop --context, or give --kubeconfig",
                 )
             try:
-                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call, unused-ignore]
             except ConfigException as exc:
                 raise UserError(f"in-cluster config: {exc}", "service account", TODO) from None
             return KubeSource(None, str(cfg.host), ())
@@ -96,7 +96,7 @@ def load(cfg: client.Configuration, kubeconfig: str | None, context: str | None)
     if not chosen:
         raise UserError("no context chosen and no current-context", ":".join(paths), TODO)
     try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
+        config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
             config_file=SEPARATOR.join(paths),
             context=chosen,
             client_configuration=cfg,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from abtest.errors import UserError
@@ -35,7 +34,7 @@ from abtest.experiment.until_resolved import (
     run_until_resolved,
     with_blocks,
 )
-from abtest.store.db import Store
+from abtest.store.db import DbTarget, Store
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class GatesRequest:
     precision: str | None = None  # with until_resolved: e.g. "10%"
     kubeconfig: str | None = None
     context: str | None = None
-    db: Path | None = None
+    db: DbTarget = None
 
 
 @dataclass(frozen=True)

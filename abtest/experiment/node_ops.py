@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from abtest.domain import Scalar
@@ -13,7 +12,7 @@ from abtest.errors import UserError
 from abtest.node import control, preflight
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.playbook import NodeProfile
-from abtest.store.db import Store
+from abtest.store.db import DbTarget, Store
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class NodeAccess:
     its journal, the restart timeout, and the host-key and lock choices."""
 
     profile: NodeProfile
-    db: Path | None = None
+    db: DbTarget = None
     timeout: float | None = None
     accept_new_host_key: bool = False
     break_lock: bool = False
@@ -33,7 +32,7 @@ def check_node(
     settings: Mapping[str, Scalar],
     *,
     image: str | None,
-    db: Path | None,
+    db: DbTarget,
     accept_new_host_key: bool,
 ) -> preflight.CheckReport:
     with Store(db) as store:
@@ -42,9 +41,7 @@ def check_node(
         )
 
 
-def show_node(
-    profile: NodeProfile, *, db: Path | None, accept_new_host_key: bool
-) -> dict[str, Any]:
+def show_node(profile: NodeProfile, *, db: DbTarget, accept_new_host_key: bool) -> dict[str, Any]:
     with Store(db) as store:
         return preflight.show(profile, store=store, accept_new_host_key=accept_new_host_key)
 

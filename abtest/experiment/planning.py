@@ -5,7 +5,6 @@ them. Touches no node. A program calls :func:`plan_sweep` exactly as the command
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from abtest.experiment.design import design_description
 from abtest.experiment.history import node_history, noise_history
@@ -20,7 +19,7 @@ from abtest.experiment.plan import (
     power_plan,
     restart_count,
 )
-from abtest.store.db import Store
+from abtest.store.db import DbTarget, Store
 
 #: The power every planned comparison is sized for.
 PLANNED_POWER = 0.8
@@ -95,7 +94,7 @@ class PlanReport:
 def plan_sweep(
     opts: PlanOptions,
     *,
-    db: Path | None = None,
+    db: DbTarget = None,
     confidence: float = 0.95,
     detect: str | None = None,
 ) -> PlanReport:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
@@ -16,7 +15,7 @@ from abtest.ingest.rounds_csv import require_metrics
 from abtest.margin import check_margin
 from abtest.playbook import load_playbook
 from abtest.stats.gate import GateResult
-from abtest.store.db import Store
+from abtest.store.db import DbTarget, Store
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class GateRequest:
     accept_new_host_key: bool = False
     kubeconfig: str | None = None
     context: str | None = None
-    db: Path | None = None
+    db: DbTarget = None
 
 
 def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from abtest.batch.model import RoundResult
@@ -20,7 +19,7 @@ from abtest.experiment.pod_arms import check_arm_runtime, round_verifier
 from abtest.node.session import NodeSession
 from abtest.node.signals import Interrupted
 from abtest.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
-from abtest.store.db import Store
+from abtest.store.db import DbTarget, Store
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class BatchRequest:
     concurrency: int | None = None
     timeout_s: float | None = None
     observe_s: float | None = None
-    db: Path | None = None
+    db: DbTarget = None
 
 
 @dataclass(frozen=True)

@@ -208,8 +208,8 @@ class NodeSweep:
         if threading.current_thread() is threading.main_thread():
             return self._run()
         # a worker thread: SQLite connections belong to the thread that opened them, so
-        # each worker writes through its own connection to the same (WAL) database
-        shared, self.store = self.store, Store(self.store.path)
+        # each worker writes through its own connection to the same database
+        shared, self.store = self.store, Store(self.store.location)
         try:
             return self._run()
         finally:

@@ -156,7 +156,7 @@ class NodeController:
                         else f"kubelet binary {pending.applied.get('candidate')}"
                     )
                     self.lock.keep(
-                        f"{what} (journal #{pending.id} in {self.journal.store.path}); "
+                        f"{what} (journal #{pending.id} in {self.journal.store.name}); "
                         f"undo: abtest node restore --profile {self.profile.name}"
                     )
         except NodeError as exc:
@@ -405,7 +405,7 @@ class NodeController:
                     restored=False,
                     journal_id=None,
                     message=f"nothing to restore: no pending change for {self.node} in "
-                    f"{self.journal.store.path} and no {self.backup_path} or "
+                    f"{self.journal.store.name} and no {self.backup_path} or "
                     f"{binary.backup} on the node",
                 )
             tokens = [e.applied.get("lock_token") for e in (entry, bin_entry) if e is not None]

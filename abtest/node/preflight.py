@@ -180,7 +180,7 @@ def _journal(profile: NodeProfile, store: Store) -> str:
             f"unrestored change #{pending.id} ({pending.state}) since {pending.created_at}: "
             f"run `abtest node restore --profile {profile.name}`"
         )
-    return f"no pending change in {store.path}"
+    return f"no pending change in {store.name}"
 
 
 def show(

@@ -83,7 +83,7 @@ def load_run(store: Store, run_id: str) -> RunData:
     run = dict(store.run_row(run_id))
     env = _json_object(run.get("env_json"))
     rounds = store.rounds_frame(run_id)
-    arms_raw = store.frame("SELECT * FROM arms WHERE run_id = ? ORDER BY rowid", (run_id,))
+    arms_raw = store.arms_frame(run_id)
     stored = _arms(arms_raw, rounds)
     factors = _factors(stored)
     arms = _display_order(stored, factors)

@@ -11,6 +11,7 @@ per pod, restarts).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -152,7 +153,24 @@ def build_model(
 ) -> ReportModel:
     """The report of ``run_id``. UserError for an unknown run or an unknown ``baseline``."""
     check_confidence(confidence)
-    data = load_run(store, run_id)
+    return model_of(load_run(store, run_id), baseline=baseline, confidence=confidence)
+
+
+def build_pooled_model(
+    store: Store, run_ids: list[str], *, baseline: str | None = None, confidence: float = 0.95
+) -> ReportModel:
+    """Runs of several controllers on disjoint nodes, reported as one fleet run
+    (``abtest.report.pool``: UserError naming what differs when they do not pool)."""
+    from abtest.report.pool import load_pool
+
+    check_confidence(confidence)
+    model = model_of(load_pool(store, run_ids), baseline=baseline, confidence=confidence)
+    note = f"pooled from {len(run_ids)} runs on disjoint nodes: {', '.join(run_ids)}"
+    return dataclasses.replace(model, notes=(note, *model.notes))
+
+
+def model_of(data: RunData, *, baseline: str | None, confidence: float) -> ReportModel:
+    run_id = str(data.run["id"])
     base = _baseline(data, baseline)
     notes: list[str] = []
     # A run that stopped when resolved looked several times: its intervals are read at the

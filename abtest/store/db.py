@@ -1,5 +1,7 @@
-"""The results database (SQLite, standard library). Every write commits before returning,
-so a finished round is on disk before the next one starts."""
+"""The results database: a SQLite file (standard library, the default) or a shared
+PostgreSQL server (``postgresql://...``, psycopg 3), with one schema and one list of
+migrations on both. Every write commits before returning, so a finished round is stored
+before the next one starts."""
 
 from __future__ import annotations
 
@@ -14,18 +16,36 @@ from typing import Any
 
 import pandas as pd
 
-from abtest.errors import UserError
+from abtest.errors import StoreConflict, UserError
 from abtest.paths import check_db_path
+from abtest.store.pg import PgConnection, is_url, pg_ddl, redact
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 from abtest.store.tables import Arms, Rounds, Runs, Visits
 
+#: what --db / ABTEST_DB name: a SQLite file, a postgresql:// URL, or None for the default
+DbTarget = Path | str | None
+
 
 def default_path() -> Path:
+    """The default SQLite file (ABTEST_DB when it names a file)."""
     env = os.environ.get("ABTEST_DB")
-    if env:
+    if env and not is_url(env):
         return Path(env).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "abtest" / "results.sqlite"
+
+
+def resolve(target: DbTarget = None) -> Path | str:
+    """The database to open: a URL as given, a file path as a Path; None is ABTEST_DB, else
+    the per-user SQLite file."""
+    if target is None or target == "":
+        env = os.environ.get("ABTEST_DB")
+        if env and is_url(env):
+            return env
+        return default_path()
+    if is_url(target):
+        return str(target)
+    return Path(target).expanduser()
 
 
 def _create_private(path: Path) -> None:
@@ -42,61 +62,140 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
+def _open_sqlite(path: Path, where: str, given: bool) -> sqlite3.Connection:
+    """The SQLite file, checked first (abtest.paths.check_db_path): a folder, a file that is
+    not a database or a --db in a missing folder is one UserError, not a traceback; a new
+    file is created 0600 (_create_private)."""
+    check_db_path(path, where)
+    if given and not path.parent.is_dir():
+        # a typo in --db must not leave a new folder tree behind
+        raise UserError(
+            f"folder {path.parent} does not exist",
+            where,
+            "create it, or give a path in an existing folder",
+        )
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _create_private(path)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _not_a_database(path: Path | str, where: str, exc: sqlite3.DatabaseError) -> UserError:
+    return UserError(
+        f"cannot use {path} as the results database: {exc}",
+        where,
+        "give the results database, or a new file name",
+    )
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class Store:
-    """One connection to the results database, migrated to SCHEMA_VERSION on open."""
+    """One connection to the results database, migrated to SCHEMA_VERSION on open.
 
-    def __init__(self, path: Path | str | None = None) -> None:
-        self.path = Path(path).expanduser() if path else default_path()
-        where = "--db" if path else "results database ($ABTEST_DB or the default)"
-        check_db_path(self.path, where)
-        if path and not self.path.parent.is_dir():
-            # a typo in --db must not leave a new folder tree behind
-            raise UserError(
-                f"folder {self.path.parent} does not exist",
-                where,
-                "create it, or give a path in an existing folder",
-            )
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _create_private(self.path)
+    ``name`` is the database in messages (a URL without its password), ``path`` the SQLite
+    file (a shared database has none), ``location`` what opens it again (another thread's
+    own connection: ``Store(store.location)``)."""
+
+    def __init__(self, path: DbTarget = None) -> None:
+        self.location = resolve(path)
+        given = path is not None and path != ""
+        where = "--db" if given else "results database ($ABTEST_DB or the default)"
+        self.conn: Any
+        if isinstance(self.location, str):
+            self.dialect = "postgresql"
+            self.name = redact(self.location)
+            self._path: Path | None = None
+            self.conn = PgConnection(self.location)
+        else:
+            self.dialect = "sqlite"
+            self.name = str(self.location)
+            self._path = self.location
+            try:
+                self.conn = _open_sqlite(self.location, where, given)
+            except sqlite3.DatabaseError as exc:
+                raise _not_a_database(self.location, where, exc) from None
         try:
-            self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA synchronous = FULL")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise UserError(
-                f"cannot use {self.path} as the results database: {exc}",
-                where,
-                "give the results database, or a new file name",
-            ) from None
+        except BaseException as exc:
+            self.conn.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not self.postgres:
+                raise _not_a_database(self.location, where, exc) from None
+            raise
         # the typed API of the sweep's tables (abtest.store.tables): no SQL above the store
         self.runs = Runs(self)
         self.arms = Arms(self)
         self.visits = Visits(self)
         self.rounds = Rounds(self)
 
-    def _migrate(self) -> None:
-        version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+    @property
+    def path(self) -> Path:
+        """The SQLite file (TypeError for a shared database: use ``name`` or ``location``)."""
+        if self._path is None:
+            raise TypeError(f"{self.name} is a database server, not a file")
+        return self._path
+
+    @property
+    def postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @property
+    def insertion_order(self) -> str:
+        """ORDER BY this for the order rows of a table without an id were inserted in."""
+        # PostgreSQL has no rowid; ctid is insertion order for rows never updated since (an
+        # arm marked failed may move: only the display order is at stake, never a number)
+        return "ctid" if self.postgres else "rowid"
+
+    def _version(self) -> int:
+        if self.postgres:
+            return int(self.conn.schema_version())
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise UserError(
                 f"results database is schema v{version}, this abtest knows up to v{SCHEMA_VERSION}",
-                str(self.path),
-                "upgrade abtest, or point ABTEST_DB/--db at another file",
+                self.name,
+                "upgrade abtest, or point ABTEST_DB/--db at another database",
             )
-        for target in range(version, SCHEMA_VERSION):
-            with self.transaction():
+
+    def _migrate(self) -> None:
+        version = self._version()
+        self._refuse_newer(version)
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            if self.postgres:
+                # another controller may be migrating the same fresh database right now
+                self.conn.lock_migrations()
+                version = self._version()
+                self._refuse_newer(version)
+            for target in range(version, SCHEMA_VERSION):
                 for statement in _statements(MIGRATIONS[target]):
-                    self.conn.execute(statement)
-                self.conn.execute(f"PRAGMA user_version = {target + 1}")
+                    self.conn.execute(pg_ddl(statement) if self.postgres else statement)
+                if self.postgres:
+                    self.conn.set_schema_version(target + 1)
+                else:
+                    self.conn.execute(f"PRAGMA user_version = {target + 1}")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[Any]:
+        """All or nothing: the statements inside commit together (a round, its pods, events
+        and metrics), and a reader never sees part of them."""
+        if self.postgres:
+            with self.conn.transaction() as tx:
+                yield tx
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -105,10 +204,29 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one committed state: a report never mixes a round that another
+        controller committed between two of its queries with the state before it."""
+        if self.postgres:
+            with self.conn.snapshot():
+                yield
+            return
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")  # deferred: the WAL snapshot starts with the first read
+        try:
+            yield
+        finally:
+            self.conn.execute("ROLLBACK")
+
     @staticmethod
-    def exists(path: Path | str | None = None) -> bool:
-        """Is there a results database yet (without creating one)?"""
-        return (Path(path) if path else default_path()).exists()
+    def exists(path: DbTarget = None) -> bool:
+        """Is there a results database yet (without creating one)? A server is taken to
+        have one: connecting creates the schema, as opening a new file does."""
+        target = resolve(path)
+        return isinstance(target, str) or target.exists()
 
     def close(self) -> None:
         self.conn.close()
@@ -124,8 +242,11 @@ class Store:
     def insert(self, table: str, row: Mapping[str, Any]) -> int:
         cols = list(row)
         sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-        with self.transaction() as c:
-            cur = c.execute(sql, [_encode(row[k]) for k in cols])
+        try:
+            with self.transaction() as c:
+                cur = c.execute(sql, [_encode(row[k]) for k in cols])
+        except sqlite3.IntegrityError as exc:  # PostgreSQL's is translated in abtest.store.pg
+            raise StoreConflict(str(exc)) from exc
         return int(cur.lastrowid or 0)
 
     def insert_many(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -145,18 +266,25 @@ class Store:
                 [*(_encode(v) for v in values.values()), *key.values()],
             )
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows that index by column name and by position (``sqlite3.Row`` or its like)."""
         return list(self.conn.execute(sql, params))
 
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        if self.postgres:
+            cur = self.conn.execute(sql, params)
+            # what pandas' read_sql_query does for a DB-API cursor, without its warning
+            return pd.DataFrame.from_records(
+                [tuple(r) for r in cur.rows], columns=cur.columns, coerce_float=True
+            )
         return pd.read_sql_query(sql, self.conn, params=list(params))
 
     # --- runs ---------------------------------------------------------------------------
 
-    def run_row(self, run_id: str) -> sqlite3.Row:
+    def run_row(self, run_id: str) -> Any:
         rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
-            raise UserError(f"no run {run_id!r}", str(self.path), "see `abtest runs`")
+            raise UserError(f"no run {run_id!r}", self.name, "see `abtest runs`")
         return rows[0]
 
     def runs_frame(self) -> pd.DataFrame:
@@ -182,14 +310,19 @@ class Store:
         return self.frame("SELECT * FROM visits WHERE run_id = ? ORDER BY id", (run_id,))
 
     def arms_frame(self, run_id: str) -> pd.DataFrame:
-        return self.frame("SELECT * FROM arms WHERE run_id = ?", (run_id,))
+        """The run's arms in the order the run stored them (its plan's order)."""
+        return self.frame(
+            f"SELECT * FROM arms WHERE run_id = ? ORDER BY {self.insertion_order}", (run_id,)
+        )
 
     def events_frame(self, run_id: str) -> pd.DataFrame:
         """Each round's events, summed per (reason, type): the round's pod count is its size."""
         return self.frame(
-            "SELECT e.round_id, e.reason, e.type, SUM(e.count) AS events, r.arm, r.size, "
-            "r.warmup, r.accepted FROM events e JOIN rounds r ON r.id = e.round_id "
-            "WHERE r.run_id = ? GROUP BY e.round_id, e.reason, e.type ORDER BY e.round_id",
+            # the CAST: PostgreSQL's SUM of integers is numeric (Decimal in Python)
+            "SELECT e.round_id, e.reason, e.type, CAST(SUM(e.count) AS BIGINT) AS events, "
+            "r.arm, r.size, r.warmup, r.accepted FROM events e JOIN rounds r ON r.id = e.round_id "
+            "WHERE r.run_id = ? GROUP BY e.round_id, e.reason, e.type, r.arm, r.size, r.warmup, "
+            "r.accepted ORDER BY e.round_id",
             (run_id,),
         )
 

@@ -1,0 +1,71 @@
+"""`abtest history --node NODE`: the node's per-run figure across runs and its change points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from abtest.cli import options as o
+from abtest.cli.render import console, print_json
+from abtest.experiment.node_history import HistoryRequest
+from abtest.experiment.node_history import history as node_history
+from abtest.report.history import markdown, to_dict, write
+from abtest.stats.changepoints import MAX_PVALUE
+
+
+def history(
+    node: Annotated[
+        list[str],
+        typer.Option("--node", help="The node (its Kubernetes name); repeat for a pool of nodes."),
+    ],
+    arm: Annotated[
+        str | None, typer.Option("--arm", help="Arm to follow. Default: baseline.")
+    ] = None,
+    size: Annotated[
+        int | None, typer.Option("--size", help="Batch size. Default: the most measured.")
+    ] = None,
+    metric: Annotated[
+        str, typer.Option("--metric", help="batch_ready_s | p50_s | p95_s | p99_s | mean_s.")
+    ] = "batch_ready_s",
+    fail_on_new: Annotated[
+        int | None,
+        typer.Option(
+            "--fail-on-new",
+            metavar="K",
+            help="Exit 1 when a change point in the slower direction is in the last K runs.",
+        ),
+    ] = None,
+    max_pvalue: Annotated[
+        float, typer.Option("--max-pvalue", help="Otava's significance level.")
+    ] = MAX_PVALUE,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Folder to write into. Default: reports/history-NODE/."),
+    ] = None,
+    json_out: o.Json = False,
+    db: o.Db = None,
+) -> None:
+    """A node's per-run figure across runs, its change points (Apache Otava) with the step and
+    what changed; Markdown, HTML with a plot, JSON."""
+    h = node_history(
+        HistoryRequest(
+            node=tuple(node),
+            arm=arm,
+            size=size,
+            metric=metric,
+            fail_on_new=fail_on_new,
+            max_pvalue=max_pvalue,
+            db=db,
+        )
+    )
+    out_dir = out if out is not None else Path("reports") / f"history-{h.node}"
+    written = write(h, out_dir)
+    if json_out:
+        print_json(to_dict(h))
+    else:
+        typer.echo(markdown(h), nl=False)  # plain: a pipe gets the Markdown unwrapped
+        console.print(f"written: {', '.join(str(p) for p in written)}", highlight=False)
+    if h.alarms:
+        raise typer.Exit(1)

@@ -1,0 +1,109 @@
+"""`abtest history`: one node's figure across runs, its change points (Apache Otava), and what
+changed between the runs either side of each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from abtest.errors import UserError
+from abtest.stats.changepoints import (
+    MAX_PVALUE,
+    MIN_RUNS,
+    ChangePoint,
+    RunFigure,
+    change_points,
+    run_figure,
+)
+from abtest.store.db import DbTarget, Store
+from abtest.store.series import METRICS, node_arms, node_rounds, pool_facts
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    node: str | tuple[str, ...]  # one node, or a pool (each run's figure over its nodes)
+    arm: str | None = None
+    size: int | None = None
+    metric: str = "batch_ready_s"
+    fail_on_new: int | None = None  # alarm on a slower change point in the last K runs
+    max_pvalue: float = MAX_PVALUE
+    confidence: float = 0.95
+    db: DbTarget = None
+
+
+@dataclass(frozen=True)
+class History:
+    node: str
+    arm: str
+    size: int
+    metric: str
+    max_pvalue: float
+    figures: list[RunFigure]
+    change_points: list[ChangePoint]
+    # per change point: fact -> [before, after], for the facts that differ
+    changed: list[dict[str, list[Any]]] = field(default_factory=list)
+    alarms: list[ChangePoint] = field(default_factory=list)
+    fail_on_new: int | None = None
+
+
+def _nodes(req: HistoryRequest) -> tuple[str, ...]:
+    return (req.node,) if isinstance(req.node, str) else tuple(dict.fromkeys(req.node))
+
+
+def _choose(store: Store, req: HistoryRequest, name: str) -> tuple[str, int]:
+    measured = node_arms(store, _nodes(req))
+    if not measured:
+        raise UserError(f"no accepted rounds of node {name!r}", store.name, "see `abtest runs`")
+    arms = [a for a, _ in measured]
+    arm = req.arm or ("baseline" if "baseline" in arms else measured[0][0])
+    sizes = [s for a, s in measured if a == arm]
+    if not sizes:
+        raise UserError(f"node {name!r} has no rounds of arm {arm!r}", None,
+                        f"arms measured there: {', '.join(sorted(set(arms)))}")  # fmt: skip
+    size = req.size if req.size is not None else sizes[0]
+    if size not in sizes:
+        raise UserError(f"arm {arm!r} was never measured at {size} pods on {name!r}", None,
+                        f"sizes: {', '.join(map(str, sorted(sizes)))}")  # fmt: skip
+    return arm, size
+
+
+def history(req: HistoryRequest) -> History:
+    if req.metric not in METRICS:
+        raise UserError(f"unknown metric {req.metric!r}", "--metric", f"use {', '.join(METRICS)}")
+    if req.fail_on_new is not None and req.fail_on_new < 1:
+        raise UserError("--fail-on-new must be at least 1", "--fail-on-new")
+    nodes = _nodes(req)
+    if not nodes:
+        raise UserError("--node is required", "--node")
+    name = "+".join(nodes)
+    with Store(req.db) as store, store.snapshot():
+        arm, size = _choose(store, req, name)
+        rounds = node_rounds(store, nodes, arm, size, req.metric)
+        figures = [
+            run_figure(
+                str(run_id),
+                str(group["created_at"].iloc[0]),
+                [float(v) for v in group["value"]],
+                req.confidence,
+            )
+            for run_id, group in rounds.groupby("run_id", sort=False)
+        ]
+        if len(figures) < MIN_RUNS:
+            raise UserError(
+                f"node {name!r} has {len(figures)} run(s) of arm {arm!r} at {size} pods; "
+                f"history needs at least {MIN_RUNS} (change points need runs on both sides)",
+            )
+        found = change_points(figures, req.max_pvalue, req.confidence)
+        changed = []
+        for cp in found:
+            before = pool_facts(store, figures[cp.index - 1].run_id, nodes, arm)
+            after = pool_facts(store, figures[cp.index].run_id, nodes, arm)
+            changed.append(
+                {k: [before.get(k), after.get(k)] for k in after if before.get(k) != after.get(k)}
+            )
+    alarms = []
+    if req.fail_on_new is not None:
+        last = len(figures) - req.fail_on_new
+        alarms = [cp for cp in found if cp.slower and cp.index >= last]
+    return History(name, arm, size, req.metric, req.max_pvalue, figures, found, changed,
+                   alarms, req.fail_on_new)  # fmt: skip
