@@ -345,6 +345,30 @@ DB_CASES = [
         ("--out", "not a folder"),
         {"f": "x"},
     ),
+    Case(
+        "out-history-file",
+        ("history", "--node", "n1", "--out", "{tmp}/f"),
+        ("--out", "not a folder"),
+        {"f": "x"},
+    ),
+    Case(
+        "out-export-directory",
+        ("runs", "export", "--out", "{tmp}/d"),
+        ("--out", "is a directory"),
+        {"d/x": "1"},
+    ),
+    Case(
+        "out-export-missing-folder",
+        ("runs", "export", "--out", "{tmp}/nope/runs.json"),
+        ("--out", "does not exist"),
+        untouched=("nope",),
+    ),
+    Case(
+        "db-pool-text-file",
+        ("report", "a", "b", "--db", "{tmp}/t.txt"),
+        ("--db", "not an sqlite database"),
+        {"t.txt": "hello\n"},
+    ),
 ]
 
 # A rounds CSV whose gate verdict is PASS (exit 0): an output that cannot be written is one

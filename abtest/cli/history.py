@@ -11,6 +11,7 @@ from abtest.cli import options as o
 from abtest.cli.render import console, print_json
 from abtest.experiment.node_history import HistoryRequest
 from abtest.experiment.node_history import history as node_history
+from abtest.paths import check_output_dir
 from abtest.report.history import markdown, to_dict, write
 from abtest.stats.changepoints import MAX_PVALUE
 
@@ -49,6 +50,8 @@ def history(
 ) -> None:
     """A node's per-run figure across runs, its change points (Apache Otava) with the step and
     what changed; Markdown, HTML with a plot, JSON."""
+    if out is not None:  # before the database is read (the default folder is the node's)
+        check_output_dir(out, "--out")
     h = node_history(
         HistoryRequest(
             node=tuple(node),
@@ -61,6 +64,8 @@ def history(
         )
     )
     out_dir = out if out is not None else Path("reports") / f"history-{h.node}"
+    if out is None:
+        check_output_dir(out_dir, "--out")
     written = write(h, out_dir)
     if json_out:
         print_json(to_dict(h))

@@ -10,7 +10,9 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.errors import UserError
 from abtest.experiment.transfer import export_to_file, import_from_file
+from abtest.paths import output_problem
 from abtest.results import Results, records
 from abtest.store.db import Store
 
@@ -131,6 +133,10 @@ def export(
 ) -> None:
     """Write runs (every row they own: arms, visits, rounds, pods, events, metrics) to a
     file that `abtest runs import` reads into another database, e.g. the team's."""
+    if problem := output_problem(out):  # before the database is read
+        raise UserError(
+            f"cannot write {out}: {problem}", "--out", "give a file path in a folder that exists"
+        )
     count = export_to_file(db, run_ids, out)
     console.print(f"{count} run(s) written to {out}", highlight=False)
 
