@@ -73,6 +73,7 @@ class FakeNode:
         # keeps reporting one version whatever runs (a swap that did not take) sets stuck_at
         self.binary: str | None = None
         self.stuck_at: str | None = None
+        self.checked_known: list[bool] = []  # each apply's check_known
         self._mutex = threading.Lock()
         self._dump()
 
@@ -162,6 +163,7 @@ class FakeController:
         force_restart: bool = False,
     ) -> ApplyRecord:
         node = self.node
+        node.checked_known.append(check_known)
         if not node.lock_held:
             node.lock_held = True
             node.record("lock")

@@ -315,3 +315,24 @@ def test_factorial_rejects_a_design_that_cannot_separate_factors() -> None:
     rounds = _rounds({"base": 4.0, "ab": 3.0})
     with pytest.raises(UserError, match="cannot separate"):
         factorial_effects(rounds, arms=arms, factors=["a", "b"], metric=METRIC, size=SIZE)
+
+
+def test_no_share_percentages_of_a_combined_saving_that_may_be_zero() -> None:
+    # the lab's 100-pod run: combined +0.2 [-2.1, 2.5] s printed shares of 775 % and -675 %
+    rng = np.random.default_rng(5)
+    arms = {
+        "base": frozenset(),
+        "x": frozenset({"x"}),
+        "y": frozenset({"y"}),
+        "all": frozenset("xy"),
+    }
+    means = {"base": 19.2, "x": 18.7, "y": 21.6, "all": 19.0}
+    rounds = _rounds(means)
+    rounds["batch_ready_s"] = rounds["batch_ready_s"] * np.exp(rng.normal(0, 0.08, len(rounds)))
+    result = _attribute(rounds, arms, ["x", "y"])
+    assert result.combined is not None and result.combined.savings_ci is not None
+    lo, hi = result.combined.savings_ci
+    assert lo <= 0 <= hi
+    assert all(f.share_pct is None for f in result.factors)
+    assert all(f.share_s is not None for f in result.factors)
+    assert "no share in %" in result.note

@@ -325,7 +325,13 @@ class NodeSweep:
             # plan.kubelet_visits counts restarts by the same rule.
             restart = arm.kubelet_key != self.kubelet_now
             self.kubelet_now = None
-            rec = ctl.apply(arm.settings_dict(), force_restart=restart)
+            # With kubelet builds as arms the kubelet running now may be another arm's build
+            # (v1.35 does not know a v1.36 gate): every arm's binary was read in the
+            # pre-flight, and the restart's verification (/configz, the metric) still checks
+            # each setting in effect, so the running kubelet is not asked beforehand.
+            rec = ctl.apply(
+                arm.settings_dict(), force_restart=restart, check_known=not self.uses_binaries
+            )
             self._check_kubelet_version(cluster, arm)
             self.kubelet_now = arm.kubelet_key
         except (ApplyFailed, ArmRuntimeUnavailable) as exc:

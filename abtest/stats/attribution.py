@@ -159,6 +159,16 @@ def attribution(
         share_method, shares, note = _approximate_shares(factors, alone, marginal, combined)
         if note:
             notes.append(note)
+    ci = combined.savings_ci if combined is not None else None
+    if ci is not None and ci[0] <= 0.0 <= ci[1]:
+        # a percentage of a saving the run cannot tell from 0 reads as 775 % and -675 %:
+        # the shares in seconds (with their intervals) stay, the percentages go
+        if any(share[1] is not None for share in shares.values()):
+            notes.append(
+                "no share in %: the combined saving's interval includes 0, so a percentage of "
+                "it means nothing; the shares in seconds stand"
+            )
+        shares = {f: (sh[0], None, sh[2]) for f, sh in shares.items()}
 
     return Attribution(
         baseline=baseline,
