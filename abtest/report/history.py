@@ -9,9 +9,10 @@ import io
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from abtest.experiment.node_history import History
+if TYPE_CHECKING:  # the type only: a renderer never calls the use case
+    from abtest.experiment.node_history import History
 
 FORMATS = ("md", "html", "json")
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from abtest.errors import UserError
+
 #: Otava's significance level (its own default). A nightly gate pages on what it finds, so the
 #: false-alarm rate matters most: on flat 12-run series with the lab's noise 0.001 flags ~3 % of
 #: series, 0.01 ~13 % (tests/test_history_calibration.py; figures in the README).
@@ -69,7 +71,14 @@ def run_figure(
 
 def detect(values: Sequence[float], max_pvalue: float = MAX_PVALUE) -> list[tuple[int, float]]:
     """Otava's change points of the series: (index of the first point after, p-value)."""
-    from otava.analysis import compute_change_points
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError:
+        raise UserError(
+            "`abtest history` needs Apache Otava, which is not installed",
+            "abtest history",
+            "pip install 'abtest[history]' (or apache-otava) into abtest's environment",
+        ) from None
 
     if len(values) < MIN_RUNS:
         return []
