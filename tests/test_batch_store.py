@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from abtest.batch.acceptance import judge
@@ -13,7 +15,9 @@ from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, git_revision, new_run, new_run_id
 from abtest.batch.summary import summarize
 from abtest.cli.main import app
+from abtest.paths import check_db_path
 from abtest.stats.percentiles import nearest_rank
+from abtest.store import db as store_db
 from abtest.store.db import Store
 
 
@@ -111,3 +115,30 @@ def test_runs_command_newest_first(store: Store) -> None:
     assert rows[0]["rounds"] == 1 and rows[0]["accepted"] == 1
     table = CliRunner().invoke(app, ["runs", "--db", str(store.path)])
     assert table.exit_code == 0 and "sweep" in table.output
+
+
+def test_an_open_database_file_is_never_opened_by_hand_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """POSIX record locks belong to the process: opening and closing the database file by
+    hand (the --db header check) while a connection is open drops that connection's locks,
+    and it then reads a stale snapshot (seen on the lab: a test's journal stayed 'changed'
+    after a forced restore in another process had marked it restored). The header check runs
+    only while no connection of this process has the file open."""
+    checked: list[Path] = []
+
+    def check(path: Path, where: str) -> None:
+        checked.append(path)
+        check_db_path(path, where)
+
+    monkeypatch.setattr(store_db, "check_db_path", check)
+    db = tmp_path / "r.sqlite"
+    first = Store(db)
+    assert checked == [db]
+    with Store(db) as second:  # the sweep's worker threads, a test's second reader
+        assert second.query("SELECT 1")[0][0] == 1
+    assert checked == [db]
+    first.close()
+    with Store(db):
+        pass
+    assert checked == [db, db]  # nothing of ours has it open any more: checked again

@@ -114,7 +114,9 @@ def _api_requests(profile: NodeProfile) -> dict[str, float]:
     cluster = connect(profile.kubeconfig)
     url = cluster.configuration.host + "/metrics"
     rest: Any = cluster.api_client.rest_client  # the kubernetes client leaves it unannotated
-    text = rest.request("GET", url, headers={}).read().decode()
+    resp = rest.request("GET", url, headers={})
+    # kubernetes 37's response has read(); 36's (the bound abtest[history] needs) has .data
+    text = (resp.read() if hasattr(resp, "read") else resp.data).decode()
     total = pods = 0.0
     for line in text.splitlines():
         if line.startswith("apiserver_request_total{"):

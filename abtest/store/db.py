@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -62,11 +63,32 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
+# SQLite files this process has open, with how many connections each. POSIX record locks
+# belong to the process: closing *any* descriptor of a database file drops the locks every
+# connection of this process holds on it, and a reader that keeps its connection then reads a
+# stale snapshot (SQLite's "How To Corrupt" page, 2.2). So the file is opened by hand (the
+# header check) only while no connection of ours has it open.
+_OPEN: dict[Path, int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened(path: Path, change: int) -> int:
+    key = path.resolve()
+    with _OPEN_LOCK:
+        count = _OPEN.get(key, 0) + change
+        if count > 0:
+            _OPEN[key] = count
+        else:
+            _OPEN.pop(key, None)
+        return count
+
+
 def _open_sqlite(path: Path, where: str, given: bool) -> sqlite3.Connection:
     """The SQLite file, checked first (abtest.paths.check_db_path): a folder, a file that is
     not a database or a --db in a missing folder is one UserError, not a traceback; a new
     file is created 0600 (_create_private)."""
-    check_db_path(path, where)
+    if _opened(path, 0) == 0:
+        check_db_path(path, where)
     if given and not path.parent.is_dir():
         # a typo in --db must not leave a new folder tree behind
         raise UserError(
@@ -125,10 +147,11 @@ class Store:
                 self.conn = _open_sqlite(self.location, where, given)
             except sqlite3.DatabaseError as exc:
                 raise _not_a_database(self.location, where, exc) from None
+            _opened(self.location, +1)
         try:
             self._migrate()
         except BaseException as exc:
-            self.conn.close()
+            self._close()
             if isinstance(exc, sqlite3.DatabaseError) and not self.postgres:
                 raise _not_a_database(self.location, where, exc) from None
             raise
@@ -229,7 +252,15 @@ class Store:
         return isinstance(target, str) or target.exists()
 
     def close(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self.conn is None:
+            return
         self.conn.close()
+        self.conn = None
+        if self._path is not None:
+            _opened(self._path, -1)
 
     def __enter__(self) -> Store:
         return self
