@@ -5,7 +5,7 @@ test runs the CLI in a child process, as a user would, with a small plan (baseli
 +kubeAPIQPS, 2 blocks, 5 pods, 2 s observation) and checks both nodes' kubelet configs
 byte-identical to before, read over SSH. Run under the lab lock:
 ``flock /tmp/abtest-lab.lock .venv/bin/python -m pytest -q -m lab tests/test_fleet_lab.py -s``
-(``-s`` prints the controller figures the README's scale section quotes).
+(``-s`` prints the controller figures docs/scaling.md quotes).
 """
 
 from __future__ import annotations
