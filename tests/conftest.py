@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pg_server import PgServer, running_server
 
-from abtest.playbook import NodeProfile, load_profile
+from abtest.config.playbook import NodeProfile, load_profile
 from abtest.store.db import Store
 
 

@@ -24,11 +24,11 @@ from abtest.cluster.namespaces import (
     ensure_namespace,
 )
 from abtest.cluster.pods import count_pods, delete_pods
+from abtest.config.playbook import Generator, NodeProfile, Workload
 from abtest.lab import components
 from abtest.lab.control import restart_component
 from abtest.lab.layout import LabState, Paths
 from abtest.node.session import NodeSession
-from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.stats.percentiles import nearest_rank
 from abtest.store.db import Store
 

@@ -15,7 +15,7 @@ from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, git_revision, new_run, new_run_id
 from abtest.batch.summary import summarize
 from abtest.cli.main import app
-from abtest.paths import check_db_path
+from abtest.config.paths import check_db_path
 from abtest.stats.percentiles import nearest_rank
 from abtest.store import db as store_db
 from abtest.store.db import Store

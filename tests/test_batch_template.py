@@ -17,8 +17,8 @@ from abtest.batch.template import (
     render_batch,
     round_selector,
 )
+from abtest.config.playbook import Workload
 from abtest.errors import ConfigError
-from abtest.playbook import Workload
 
 
 def test_reference_workload_matches_design() -> None:

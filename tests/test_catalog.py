@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from abtest.catalog import load_catalog, select_factors
 from abtest.cli.main import app
+from abtest.config.catalog import load_catalog, select_factors
 from abtest.errors import ConfigError, UserError
 
 AGC = [

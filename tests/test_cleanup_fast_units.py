@@ -18,6 +18,7 @@ import pytest
 from abtest.batch import round as round_mod
 from abtest.batch.gaps import BEFORE, Laps
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL, pod_labels
+from abtest.config.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError
 from abtest.node.session import (
     NAMESPACE_LABEL,
@@ -26,7 +27,6 @@ from abtest.node.session import (
     select_round_sandboxes,
 )
 from abtest.node.ssh import Result
-from abtest.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 
 ROUND = "0a1b2c3d4e"
 LIST = (

@@ -27,11 +27,11 @@ from abtest.batch.gaps import AFTER, phase_total
 from abtest.batch.generator import CreateRecord, SubmitResult
 from abtest.batch.model import EventRecord
 from abtest.cluster import pods
+from abtest.config.playbook import Generator
 from abtest.errors import ClusterError, NodeError
 from abtest.node import session as session_mod
 from abtest.node.session import STOP_COMMANDS_AT_ONCE, split_ids
 from abtest.node.ssh import Result
-from abtest.playbook import Generator
 
 # --- the API side: events as of one resourceVersion ------------------------------------------
 

@@ -20,8 +20,8 @@ from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
 from abtest.cluster.pods import count_pods
+from abtest.config.playbook import Generator, NodeProfile, Workload
 from abtest.node.session import NodeSession
-from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.store.db import Store
 
 pytestmark = pytest.mark.lab

@@ -326,7 +326,7 @@ def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
     had measured: it raises the watch's error after deleting its pods."""
     from abtest.batch import round as round_mod
     from abtest.batch.generator import CreateRecord, SubmitResult
-    from abtest.playbook import Generator
+    from abtest.config.playbook import Generator
 
     monkeypatch.setattr(pods, "BACKOFF_FIRST_S", 0.001)
     monkeypatch.setattr(round_mod, "check_owned", lambda c, n: None)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from abtest.domain import Factor
+from abtest.config.domain import Factor
 from abtest.errors import UserError
 from abtest.experiment.design import (
     DESIGNS,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from abtest.catalog import load_catalog, parse_catalog
 from abtest.cli.main import app
-from abtest.domain import Factor
+from abtest.config.catalog import load_catalog, parse_catalog
+from abtest.config.domain import Factor
 from abtest.errors import ConfigError, UserError
 from abtest.experiment.design import build_arms
 

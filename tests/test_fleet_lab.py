@@ -25,11 +25,11 @@ import pytest
 
 from abtest.cluster.client import connect
 from abtest.cluster.pods import count_pods
+from abtest.config.playbook import NodeProfile, load_profile
 from abtest.node import remote_files as rf
 from abtest.node.lock import NodeLock
 from abtest.node.preflight import show
 from abtest.node.session import NodeSession
-from abtest.playbook import NodeProfile, load_profile
 from abtest.report import build_model, build_tables, render_markdown
 from abtest.store.db import Store
 

@@ -492,8 +492,8 @@ class SlowKit(FakeKit):
 def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_verdict(
     store: Store,
 ) -> None:
+    from abtest.config.playbook import load_playbook
     from abtest.experiment.regress_live import LiveGateOptions, run_live
-    from abtest.playbook import load_playbook
 
     profiles = _fleet_plan("node-a", "node-b").profiles
     a, b = FakeNode("node-a"), FakeNode("node-b")

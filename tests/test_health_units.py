@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from abtest.config.playbook import NodeProfile, load_profile
 from abtest.node.control import NodeController
 from abtest.node.health import HealthFailed
 from abtest.node.ssh import Result
-from abtest.playbook import NodeProfile, load_profile
 from abtest.store.db import Store
 
 CONFIG = "kind: KubeletConfiguration\n"

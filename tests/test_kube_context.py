@@ -17,8 +17,8 @@ from kubernetes import client, config
 from abtest.cli.options import with_kube
 from abtest.cluster import kubeconfig as kc
 from abtest.cluster.client import connect
+from abtest.config.playbook import NodeProfile, load_profile, parse_profile
 from abtest.errors import ClusterError, UserError
-from abtest.playbook import NodeProfile, load_profile, parse_profile
 
 
 def _kubeconfig(path: Path, current: str | None, contexts: dict[str, str]) -> Path:

@@ -16,8 +16,9 @@ import pytest
 from fake_node import FakeKit, FakeNode
 
 from abtest.batch.run_record import new_run
-from abtest.catalog import parse_catalog
-from abtest.domain import Release, parse_release, release_of, skew_problem
+from abtest.config.catalog import parse_catalog
+from abtest.config.domain import Release, parse_release, release_of, skew_problem
+from abtest.config.playbook import load_profile
 from abtest.errors import UserError
 from abtest.experiment.design import build_arms
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
@@ -26,7 +27,6 @@ from abtest.lab import control
 from abtest.lab.layout import LabState, Paths
 from abtest.lab.releases import DEFAULT_RELEASE
 from abtest.node.kubelet_build import _GATE_LINE, KubeletBuild, arm_problems, build_path
-from abtest.playbook import load_profile
 from abtest.store.db import Store
 
 NODE = "abtest-lab"

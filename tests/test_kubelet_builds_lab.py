@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from abtest.playbook import NodeProfile
+from abtest.config.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
 from abtest.errors import ConfigError, UserError
 from abtest.node.kubelet_config import (
     apply_settings,

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
 from abtest.node import kubelet_sources as ks
 from abtest.node import preflight
 from abtest.node.control import NodeController
 from abtest.node.lock import NodeLock
 from abtest.node.session import NodeSession
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

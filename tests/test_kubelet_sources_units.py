@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from abtest.config.playbook import load_profile, parse_profile
 from abtest.errors import UserError
 from abtest.node import kubelet_sources as ks
 from abtest.node import preflight
 from abtest.node.ssh import Result
-from abtest.playbook import load_profile, parse_profile
 
 CONFIG = "/var/lib/kubelet/config.yaml"
 BIN = "/usr/bin/kubelet"

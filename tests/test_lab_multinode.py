@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
+from abtest.config.playbook import load_profile, parse_profile
 from abtest.errors import UserError
 from abtest.lab import components, control, host, layout, nodes, residue
 from abtest.lab.layout import Node, Paths
-from abtest.playbook import load_profile, parse_profile
 
 # --- units: each node's own everything -----------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fake_host import CONFIG
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
 from abtest.errors import UserError
 from abtest.node import remote_files as rf
 from abtest.node.apply_plan import ApplyPlan, checked_settings, plan_apply

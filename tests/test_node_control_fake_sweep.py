@@ -14,10 +14,10 @@ from typing import Any
 from fake_host import FakeHost
 from fake_node import FakeKit, FakeNode, fake_profiles
 
+from abtest.config.playbook import NodeProfile
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
 from abtest.experiment.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.node.control import NodeController
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
 

@@ -181,7 +181,7 @@ def candidate(lab_node: LabNode) -> Iterator[Path]:
 _SWAP = """
 import sys
 from abtest.node.control import NodeController
-from abtest.playbook import load_profile
+from abtest.config.playbook import load_profile
 from abtest.store.db import Store
 with Store(sys.argv[1]) as store, NodeController(load_profile("lab"), store) as ctl:
     ctl.install_kubelet_binary(sys.argv[2])

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from fake_host import FakeConn, FakeHost
 
+from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
 from abtest.node import control
 from abtest.node import remote_files as rf
 from abtest.node.binary import KubeletBinary
 from abtest.node.records import RolledBack
 from abtest.node.remote_files import ChangedUnderUs
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import ABANDONED, CHANGED, RESTORED, Journal
 

@@ -44,7 +44,7 @@ def test_pip_install_into_clean_venv_works_from_another_directory(tmp_path: Path
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import abtest.datafiles as d; print(d.data_dir('playbooks'))",
+            "import abtest.config.datafiles as d; print(d.data_dir('playbooks'))",
         ],
         cwd=elsewhere,
         capture_output=True,

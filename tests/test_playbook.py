@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.playbook import load_playbook, load_profile
 from abtest.errors import ConfigError
-from abtest.playbook import load_playbook, load_profile
 
 
 def test_agc_sweep_is_the_reference_method() -> None:

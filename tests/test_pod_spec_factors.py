@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 
 from abtest.batch.model import RoundResult
 from abtest.batch.template import arm_workload, render_batch
-from abtest.catalog import parse_catalog
 from abtest.cli.main import app
-from abtest.domain import Arm
+from abtest.config.catalog import parse_catalog
+from abtest.config.domain import Arm
+from abtest.config.playbook import Generator, NodeProfile, Workload, load_profile, parse_profile
 from abtest.errors import ConfigError, UserError
 from abtest.experiment.design import build_arms
 from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan, kubelet_visits, restart_count
@@ -35,7 +36,6 @@ from abtest.experiment.schedule import build_schedule
 from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.node.records import ApplyRecord
 from abtest.node.runtimes import parse_runtime_handlers, select_round_handlers
-from abtest.playbook import Generator, NodeProfile, Workload, load_profile, parse_profile
 from abtest.store.db import Store
 
 CRUN = """  - name: crun

@@ -70,7 +70,7 @@ def test_margin_is_refused_on_the_cli_by_the_playbook_rule(tmp_path: Path, margi
 
 
 def test_playbook_margin_uses_the_same_rule(tmp_path: Path) -> None:
-    from abtest.playbook import parse_playbook
+    from abtest.config.playbook import parse_playbook
 
     path = tmp_path / "pb.yaml"
     path.write_text("playbook: x\ncatalog: lab\nmargin_pct: -1\n")
@@ -164,8 +164,8 @@ def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path) -> None:
 
 
 def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
+    from abtest.config.playbook import load_playbook
     from abtest.experiment.regress_live import LiveGateOptions, build_gate_plan
-    from abtest.playbook import load_playbook
 
     def options(reference: str, candidate: str) -> LiveGateOptions:
         return LiveGateOptions(

@@ -14,7 +14,7 @@ from typing import cast
 
 import pytest
 
-from abtest.playbook import NodeProfile
+from abtest.config.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

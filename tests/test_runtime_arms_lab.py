@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.playbook import NodeProfile
 from abtest.experiment.plan import PlanOptions, build_plan, restart_count
-from abtest.playbook import NodeProfile
 
 pytestmark = pytest.mark.lab
 

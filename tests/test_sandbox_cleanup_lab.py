@@ -28,8 +28,8 @@ from abtest.batch.round import run_round
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
+from abtest.config.playbook import Generator, NodeProfile, Workload
 from abtest.node.session import NodeSession
-from abtest.playbook import Generator, NodeProfile, Workload
 
 pytestmark = pytest.mark.lab
 

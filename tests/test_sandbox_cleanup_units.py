@@ -15,10 +15,10 @@ import pytest
 
 from abtest.batch import round as round_mod
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, pod_labels
+from abtest.config.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError
 from abtest.node.session import NAMESPACE_LABEL, NodeSession, select_stopped_sandboxes
 from abtest.node.ssh import Result
-from abtest.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 
 LIST = "crictl pods --state notready -o json --label io.kubernetes.pod.namespace={namespace}"
 REMOVE = "crictl rmp {ids}"

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from abtest.domain import Arm, Factor
+from abtest.config.domain import Arm, Factor
 from abtest.errors import UserError
 from abtest.experiment.design import gates_all
 from abtest.experiment.schedule import (

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
-from abtest import playbook
-from abtest.domain import Factor
+from abtest.config import playbook
+from abtest.config.domain import Factor
 from abtest.errors import ConfigError, UserError
 from abtest.experiment import design
 from abtest.experiment.design import (
@@ -87,7 +87,7 @@ def gates_for_test() -> tuple[Factor, ...]:
 
 
 def test_playbook_takes_every_design_the_cli_takes(tmp_path: Path) -> None:
-    # one vocabulary (abtest.domain): whole designs, and parts joined by "+"
+    # one vocabulary (abtest.config.domain): whole designs, and parts joined by "+"
     path = tmp_path / "p.yaml"
     for name in ("screen", "gates-all", "attribution", "baseline+singles", "singles+leave-one-out"):
         path.write_text(

@@ -14,6 +14,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
+from abtest.config.playbook import NodeProfile, SSHTarget
 from abtest.errors import HostKeyError, NodeError
 from abtest.node.ssh import Connection
 from abtest.node.ssh_config import (
@@ -21,7 +22,6 @@ from abtest.node.ssh_config import (
     load_known_hosts,
     resolve,
 )
-from abtest.playbook import NodeProfile, SSHTarget
 
 
 def _target(tmp_path: Path, config: str, **kw: object) -> SSHTarget:

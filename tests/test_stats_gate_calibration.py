@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from abtest.config.playbook import load_playbook
 from abtest.experiment.regress import decide, look_schedule
-from abtest.playbook import load_playbook
 from abtest.stats import overall_verdict
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.regression import classify, look_confidence

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from abtest import stopping
 from abtest.batch.observe import PodTracker
 from abtest.batch.round import cleanup
-from abtest.stopping import Interrupted, SignalGuard
+from abtest.node import signals as stopping
+from abtest.node.signals import Interrupted, SignalGuard
 from abtest.store.db import Store
 
 TESTS = Path(__file__).resolve().parent

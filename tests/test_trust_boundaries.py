@@ -18,14 +18,14 @@ import pytest
 from bad_input import invoke
 from fake_host import FakeHost
 
-from abtest import datafiles
 from abtest.cluster.kubeconfig import redact
+from abtest.config import datafiles
+from abtest.config.playbook import SSHTarget, load_profile
 from abtest.errors import ConfigError, HostKeyError, NodeError
 from abtest.lab import nodes as lab_nodes
 from abtest.node import lock
 from abtest.node.ssh import Connection, _HostKeyPolicy
 from abtest.node.ssh_config import expand_proxy_command, resolve
-from abtest.playbook import SSHTarget, load_profile
 from abtest.store.db import Store
 
 CONFIG = b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

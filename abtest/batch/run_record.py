@@ -21,8 +21,8 @@ from typing import Any
 from abtest import __version__
 from abtest.cluster.client import Cluster
 from abtest.cluster.environment import node_facts, server_version
+from abtest.config.playbook import NodeProfile, Playbook
 from abtest.errors import AbtestError, StoreConflict
-from abtest.playbook import NodeProfile, Playbook
 from abtest.store.db import Store, now_iso
 
 REPO = Path(__file__).resolve().parents[2]

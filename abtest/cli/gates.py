@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from abtest import numbers as num
-from abtest.catalog import load_catalog
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config import numbers as num
+from abtest.config.catalog import load_catalog
 
 
 def gates(

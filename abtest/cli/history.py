@@ -9,9 +9,9 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json
+from abtest.config.paths import check_output_dir
 from abtest.experiment.node_history import HistoryRequest
 from abtest.experiment.node_history import history as node_history
-from abtest.paths import check_output_dir
 from abtest.report.history import markdown, to_dict, write
 from abtest.stats.changepoints import MAX_PVALUE
 

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from abtest import numbers as num
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
-from abtest.domain import Scalar
+from abtest.config import numbers as num
+from abtest.config.domain import Scalar
+from abtest.config.playbook import load_profile
 from abtest.errors import UserError
 from abtest.experiment.node_ops import (
     NodeAccess,
@@ -23,7 +24,6 @@ from abtest.experiment.node_ops import (
 from abtest.node.kubelet_config import parse_set_option
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.signals import Interrupted
-from abtest.playbook import load_profile
 
 app = typer.Typer(
     help="Check, show, change (apply) and restore a node's kubelet config over SSH.",

@@ -10,7 +10,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.domain import Arm, show_scalar
+from abtest.config.domain import Arm, show_scalar
 from abtest.experiment.plan import PowerRow
 from abtest.experiment.planning import PlanReport, plan_sweep
 

@@ -12,8 +12,8 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console
+from abtest.config.paths import check_db_path, check_output_dir
 from abtest.errors import UserError
-from abtest.paths import check_db_path, check_output_dir
 from abtest.report import FORMATS, build_model, write_report
 from abtest.report.model import build_pooled_model
 from abtest.report.writer import check_formats

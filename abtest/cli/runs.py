@@ -10,9 +10,9 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config.paths import output_problem
 from abtest.errors import UserError
 from abtest.experiment.transfer import export_to_file, import_from_file
-from abtest.paths import output_problem
 from abtest.results import Results, records
 from abtest.store.db import Store
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from abtest.domain import DESIGN_PARTS, Arm, Factor, arm_parts
+from abtest.config.domain import DESIGN_PARTS, Arm, Factor, arm_parts
 from abtest.errors import UserError
 
 #: The arm sets one design part builds (the playbook and the CLI join them with "+").

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
-from abtest.playbook import NodeProfile
 
 
 class ClusterNodes(Protocol):

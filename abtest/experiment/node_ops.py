@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
+from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
 from abtest.node import control, preflight
 from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.playbook import NodeProfile
 from abtest.store.db import DbTarget, Store
 
 

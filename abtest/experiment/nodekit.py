@@ -24,7 +24,8 @@ from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_nam
 from abtest.cluster.nodes import node_names, node_status
 from abtest.cluster.pods import count_pods, list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
+from abtest.config.playbook import Generator, NodeProfile, Workload
 from abtest.errors import ClusterError, NodeError
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
@@ -33,7 +34,6 @@ from abtest.node.preflight import check as preflight_check
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.session import NodeSession
 from abtest.node.signals import SignalGuard
-from abtest.playbook import Generator, NodeProfile, Workload
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

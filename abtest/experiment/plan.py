@@ -12,14 +12,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abtest import numbers as num
-from abtest.catalog import load_catalog, select_factors
-from abtest.domain import Arm, Catalog, Factor, Settings
+from abtest.config import numbers as num
+from abtest.config.catalog import load_catalog, select_factors
+from abtest.config.domain import Arm, Catalog, Factor, Settings
+from abtest.config.playbook import NodeProfile, Playbook, load_playbook, load_profile
 from abtest.errors import UserError
 from abtest.experiment.design import build_arms, dedupe, gates_all
 from abtest.experiment.fleet import same_node
 from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds
-from abtest.playbook import NodeProfile, Playbook, load_playbook, load_profile
 
 if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates --list` is fast)
     import pandas as pd

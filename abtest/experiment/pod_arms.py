@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError
-from abtest.playbook import NodeProfile
 
 #: at most this many pods are named in a round's rejection reason
 SHOWN = 3

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from abtest.playbook import NodeProfile, load_profile
+from abtest.config.playbook import NodeProfile, load_profile
 
 
 def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None) -> NodeProfile:

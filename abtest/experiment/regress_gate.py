@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from abtest.config.margin import check_margin
+from abtest.config.playbook import load_playbook
 from abtest.errors import AbtestError, UserError
 from abtest.experiment import regress as gate
 from abtest.ingest.rounds import RoundsSource, load_rounds
 from abtest.ingest.rounds_csv import require_metrics
-from abtest.margin import check_margin
-from abtest.playbook import load_playbook
 from abtest.stats.gate import GateResult
 from abtest.store.db import DbTarget, Store
 

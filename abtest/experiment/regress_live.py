@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.domain import Arm, Catalog, Scalar, parse_release
+from abtest.config.domain import Arm, Catalog, Scalar, parse_release
+from abtest.config.playbook import NodeProfile, Playbook, load_profile
 from abtest.errors import AbtestError, UserError
 from abtest.experiment.fleet import same_node
 from abtest.experiment.nodekit import NodeKit
@@ -19,7 +20,6 @@ from abtest.experiment.schedule import build_schedule
 from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.node.binary import check_path
 from abtest.node.kubelet_config import parse_set_option
-from abtest.playbook import NodeProfile, Playbook, load_profile
 from abtest.stats import overall_verdict
 from abtest.stats.gate import GateResult
 from abtest.store.db import Store

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TypeVar
 
-from abtest.domain import Arm
+from abtest.config.domain import Arm
 from abtest.errors import UserError
 
 T = TypeVar("T")

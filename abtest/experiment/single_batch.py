@@ -15,10 +15,10 @@ from abtest.cluster.client import connect
 from abtest.cluster.namespaces import ensure_namespace
 from abtest.cluster.pods import list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
+from abtest.config.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
 from abtest.experiment.pod_arms import check_arm_runtime, round_verifier
 from abtest.node.session import NodeSession
 from abtest.node.signals import Interrupted
-from abtest.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
 from abtest.store.db import DbTarget, Store
 
 

@@ -8,7 +8,7 @@ Ctrl-C, SIGTERM) the node's original config is put back and verified before we r
 
 Several nodes run the same schedule concurrently, one thread each; a node is then a block
 factor in the analysis. One node is the N=1 case of the same code. SIGINT/SIGTERM are caught
-on the main thread (:mod:`abtest.stopping`) and reach every worker at its next wait, so each
+on the main thread (:mod:`abtest.node.signals`) and reach every worker at its next wait, so each
 one stops promptly, restores its own node under a shield and releases its lock; the run is
 recorded "interrupted" and the signal propagates (the CLI exits 128 + signum).
 
@@ -31,7 +31,8 @@ from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, new_run
 from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
-from abtest.domain import Arm, release_of
+from abtest.config.domain import Arm, release_of
+from abtest.config.playbook import NodeProfile
 from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
 from abtest.experiment.fleet import check_fleet, skipped_arms
 from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
@@ -39,8 +40,7 @@ from abtest.experiment.plan import SweepPlan
 from abtest.experiment.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
 from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
 from abtest.node.kubelet_build import KubeletBuild, arm_problems, build_path
-from abtest.playbook import NodeProfile
-from abtest.stopping import Interrupted, SignalGuard, checkpoint, shield
+from abtest.node.signals import Interrupted, SignalGuard, checkpoint, shield
 from abtest.store.db import Store
 from abtest.store.tables import ArmRow
 
@@ -477,7 +477,7 @@ def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
 
     The first failure sets ``stop`` (the others stop at their next round boundary and
     restore). A signal lands here, on the main thread, which is shielded while it waits: the
-    signal is not raised here but reaches every worker at its next wait (abtest.stopping),
+    signal is not raised here but reaches every worker at its next wait (abtest.node.signals),
     each restores its node, and only when all are done is the interruption raised.
     """
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:

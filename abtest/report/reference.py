@@ -91,7 +91,7 @@ def _from_catalog(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ...]:
     if not isinstance(name, str) or not name:
         return ()
     # Imported here: only a run without stored pod parts needs the catalog (and its YAML).
-    from abtest.catalog import load_catalog
+    from abtest.config.catalog import load_catalog
 
     try:
         catalog = load_catalog(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from abtest.numbers import PORT
+from abtest.config.numbers import PORT
 
 # RFC 1123 labels, plus "_" (seen in real ssh config aliases); never a leading "-" (an option)
 _HOST = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})$")

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from abtest import datafiles
-from abtest.domain import (
+from abtest.config import datafiles
+from abtest.config.domain import (
     NODE_KUBELET,
     POD_SPEC_KINDS,
     Catalog,
@@ -17,15 +17,15 @@ from abtest.domain import (
     Scalar,
     parse_release,
 )
-from abtest.errors import UserError
-from abtest.k8s_names import (
+from abtest.config.k8s_names import (
     ANNOTATION_TODO,
     RUNTIME_CLASS_TODO,
     annotation_key_problem,
     runtime_class_problem,
 )
-from abtest.numbers import MAX_FACTORS, SETTING
-from abtest.schema import Fields, load_yaml_mapping
+from abtest.config.numbers import MAX_FACTORS, SETTING
+from abtest.config.yaml_checks import Fields, load_yaml_mapping
+from abtest.errors import UserError
 
 GATE_NAME = re.compile(r"^[A-Za-z0-9]+$")
 FIELD_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")

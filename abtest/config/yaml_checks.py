@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from abtest.config.numbers import Range
+from abtest.config.yaml_input import load_yaml_file
 from abtest.errors import ConfigError, UserError
-from abtest.numbers import Range
-from abtest.yaml_input import load_yaml_file
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:
-    """A user's YAML file through the one strict loader (abtest.yaml_input), as a mapping."""
+    """A user's YAML file through the one strict loader (abtest.config.yaml_input), as a mapping."""
     data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", str(path), "see the shipped files")

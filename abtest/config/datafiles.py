@@ -17,7 +17,7 @@ _NOUNS = {"gates": "catalog", "playbooks": "playbook"}
 
 def data_dir(kind: str) -> Path:
     """The folder holding shipped files of one kind: ``gates`` or ``playbooks``."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # abtest/, above this config/
     installed = package / kind  # inside an installed wheel
     if installed.is_dir():
         return installed

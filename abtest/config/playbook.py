@@ -6,19 +6,19 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from abtest import datafiles
-from abtest import numbers as num
-from abtest.domain import design_choices, design_problem
-from abtest.k8s_names import (
+from abtest.config import datafiles
+from abtest.config import numbers as num
+from abtest.config.domain import design_choices, design_problem
+from abtest.config.k8s_names import (
     ANNOTATION_TODO,
     RUNTIME_CLASS_TODO,
     annotation_key_problem,
     namespace_problem,
     runtime_class_problem,
 )
-from abtest.margin import MARGIN_TODO, margin_problem
-from abtest.schema import Fields, load_yaml_mapping
-from abtest.ssh_names import host_problem, port_problem, user_problem
+from abtest.config.margin import MARGIN_TODO, margin_problem
+from abtest.config.ssh_names import host_problem, port_problem, user_problem
+from abtest.config.yaml_checks import Fields, load_yaml_mapping
 
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
