@@ -61,6 +61,12 @@ def _sha(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _node_files(profile: NodeProfile) -> tuple[str, str]:
+    """The digests of the node's kubelet config and binary: what every test here must find
+    unchanged after the tool is done, however it ended."""
+    return _sha(profile.kubelet_config_path), _sha(profile.kubelet_binary_path)
+
+
 @pytest.fixture(scope="module")
 def placed() -> str:
     proc = _abtest("lab", "kubelets", OLD, timeout=2400)
@@ -122,10 +128,7 @@ def test_each_batch_runs_under_its_arms_kubelet_and_gate(
     catalog = tmp_path / "builds.yaml"
     catalog.write_text(CATALOG)
     db = tmp_path / "r.sqlite"
-    config_sha, binary_sha = (
-        _sha(lab_profile.kubelet_config_path),
-        _sha(lab_profile.kubelet_binary_path),
-    )
+    before = _node_files(lab_profile)
     watcher = NodeWatcher(lab_profile)
     watcher.start()
     try:
@@ -166,8 +169,7 @@ def test_each_batch_runs_under_its_arms_kubelet_and_gate(
     for arm, tag in zip(arms, tags, strict=True):
         assert watcher.seen[tag] == expected[arm], (arm, watcher.seen[tag])
     # and the node is as it was
-    assert _sha(lab_profile.kubelet_config_path) == config_sha
-    assert _sha(lab_profile.kubelet_binary_path) == binary_sha
+    assert _node_files(lab_profile) == before
     assert not Path(lab_profile.kubelet_binary_path + ".abtest-original").exists()
 
 
@@ -178,10 +180,7 @@ def test_a_build_arm_with_a_gate_its_binary_lacks_is_refused_untouched(
     # PLEGOnDemandRelist at false in every arm: the v1.35.4 arm sets a gate v1.35 lacks
     catalog.write_text(CATALOG.replace("off: null\n    on: false", "off: false\n    on: true"))
     db = tmp_path / "r.sqlite"
-    config_sha, binary_sha = (
-        _sha(lab_profile.kubelet_config_path),
-        _sha(lab_profile.kubelet_binary_path),
-    )
+    before = _node_files(lab_profile)
     proc = _abtest(
         "gates", "--catalog", str(catalog), "--design", "baseline+singles", "--rounds", "1",
         "--sizes", "3", "--db", str(db),
@@ -190,8 +189,7 @@ def test_a_build_arm_with_a_gate_its_binary_lacks_is_refused_untouched(
     err = proc.stdout + proc.stderr
     assert f"arm +kubelet-{OLD} sets feature gate PLEGOnDemandRelist" in err
     assert f"kubelet {OLD} ({placed})" in err and "nothing was changed" in err
-    assert _sha(lab_profile.kubelet_config_path) == config_sha
-    assert _sha(lab_profile.kubelet_binary_path) == binary_sha
+    assert _node_files(lab_profile) == before
 
 
 def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
@@ -201,7 +199,7 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
     catalog.write_text(CATALOG)
     db = tmp_path / "r.sqlite"
     binary = lab_profile.kubelet_binary_path
-    config_sha, binary_sha = _sha(lab_profile.kubelet_config_path), _sha(binary)
+    before = _node_files(lab_profile)
     backup = Path(binary + ".abtest-original")
     proc = subprocess.Popen(
         [
@@ -225,7 +223,7 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
     restore = _abtest("node", "restore", "--profile", "lab", "--db", str(db), "--json")
     assert restore.returncode == 0, restore.stdout + restore.stderr
     assert json.loads(restore.stdout)["restored"] is True
-    assert _sha(binary) == binary_sha and _sha(lab_profile.kubelet_config_path) == config_sha
+    assert _node_files(lab_profile) == before
     assert not backup.exists()
     with Store(db) as store:
         journal = Journal(store)
@@ -240,7 +238,7 @@ def test_sigkill_mid_swap_then_node_restore_puts_the_node_back(
 def test_the_agc_catalog_runs_the_upstream_gate_and_names_the_five_vendor_ones(
     lab_profile: NodeProfile, tmp_path: Path
 ) -> None:
-    config_sha = _sha(lab_profile.kubelet_config_path)
+    before = _node_files(lab_profile)
     db = tmp_path / "r.sqlite"
     proc = _abtest("gates", "--catalog", "agc", "--all", "--rounds", "1", "--sizes", "1",
                    "--db", str(db))  # fmt: skip
@@ -257,7 +255,7 @@ def test_the_agc_catalog_runs_the_upstream_gate_and_names_the_five_vendor_ones(
         assert f"factor featureGates.{gate}: unknown to the running" in err, gate
     assert "PLEGOnDemandRelist: unknown" not in err  # upstream since v1.36: the lab knows it
     assert "nothing was changed" in err
-    assert _sha(lab_profile.kubelet_config_path) == config_sha
+    assert _node_files(lab_profile) == before
     # and alone it runs for real, verified in effect (/configz and the feature metric)
     proc = _abtest("gates", "--catalog", "agc", "PLEGOnDemandRelist", "--all",
                    "--rounds", "1", "--sizes", "3", "--db", str(db), "--json")  # fmt: skip
@@ -270,4 +268,4 @@ def test_the_agc_catalog_runs_the_upstream_gate_and_names_the_five_vendor_ones(
         )
     check = json.loads(verified[0])["featureGates.PLEGOnDemandRelist"]
     assert check == {"expected": True, "configz": True, "metric": True}
-    assert _sha(lab_profile.kubelet_config_path) == config_sha
+    assert _node_files(lab_profile) == before
