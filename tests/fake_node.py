@@ -1,6 +1,6 @@
 """A scripted fake node for the sweep, in the spirit of ``fabric.testing``.
 
-:class:`FakeKit` is an :class:`abtest.experiment.nodekit.NodeKit` over :class:`FakeNode` s.
+:class:`FakeKit` is an :class:`abtest.engine.nodekit.NodeKit` over :class:`FakeNode` s.
 A fake node has a kubelet config (as settings), a lock and a pending change, and records
 every command the sweep makes it run (``preflight``, ``lock``, ``apply k=v``, ``restart``,
 ``round 10``, ``rollback``, ``restore``, ``unlock`` ...). ``node.expect(...)`` scripts
@@ -30,8 +30,8 @@ from typing import Any
 from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.config.domain import Release, Scalar, release_of
 from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.engine.nodekit import NodeControl
 from abtest.errors import ApplyFailed
-from abtest.experiment.nodekit import NodeControl
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.signals import SignalGuard, sleep
@@ -402,9 +402,10 @@ def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile
 def main(argv: list[str]) -> int:
     """``fake_node.py STATE_DIR DB NODE:HOLD[:RESTORE_STEPS] ...``: run a sweep of the
     lab-sweep playbook on the fake nodes, exiting as the CLI does (128 + signum)."""
-    from abtest.experiment.plan import PlanOptions, build_plan
-    from abtest.experiment.sweep import SweepOptions, run_sweep
-    from abtest.node.signals import Interrupted
+    from abtest.config.plan_options import PlanOptions
+    from abtest.engine.sweep import SweepOptions, run_sweep
+    from abtest.engine.sweep_plan import build_plan
+    from abtest.errors import Interrupted
 
     state_dir, db = Path(argv[0]), Path(argv[1])
     nodes = []

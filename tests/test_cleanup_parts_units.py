@@ -22,9 +22,10 @@ from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.run_record import new_run
 from abtest.cluster import pods as pods_mod
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
-from abtest.experiment.plan import PlanOptions, build_plan
-from abtest.experiment.sweep import NodeSweep, SweepOptions
 from abtest.node.session import only_removal_races
 from abtest.store.db import Store
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION

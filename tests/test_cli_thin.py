@@ -31,9 +31,11 @@ def _run(store: Store, run_id: str = "r1", node: str = "n1") -> str:
     return run_id
 
 
-def test_no_module_of_experiment_holds_sql_or_names_a_table() -> None:
+def test_no_use_case_or_engine_module_holds_sql_or_names_a_table() -> None:
     offenders = []
-    for path in sorted((ROOT / "abtest" / "experiment").glob("*.py")):
+    paths = [*(ROOT / "abtest" / "app").glob("*.py"), *(ROOT / "abtest" / "engine").glob("*.py")]
+    assert len(paths) > 20
+    for path in sorted(paths):
         text = path.read_text()
         if SQL.search(text) or re.search(r"store\.(insert|update|query|frame)\(", text):
             offenders.append(path.name)
@@ -156,7 +158,7 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(tmp_path:
     import subprocess
     import sys
 
-    from abtest.experiment.regress_gate import GateRequest, run_gate
+    from abtest.app.regress import GateRequest, run_gate
     from abtest.ingest.rounds import RoundsSource
 
     data = _rounds_csv(tmp_path / "rounds.csv")
@@ -187,8 +189,8 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(tmp_path:
 
 
 def test_regress_source_choice_is_the_use_cases() -> None:
+    from abtest.app.regress import GateRequest, run_gate
     from abtest.errors import UserError
-    from abtest.experiment.regress_gate import GateRequest, run_gate
 
     with pytest.raises(UserError, match="choose one source"):
         run_gate(GateRequest(), say=print)
@@ -218,9 +220,9 @@ def test_arm_means_per_size_with_change_vs_baseline() -> None:
 def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) -> None:
     from fake_node import FakeKit, FakeNode
 
+    from abtest.app.gates import GatesRequest, sweep_gates
+    from abtest.config.plan_options import PlanOptions
     from abtest.errors import UserError
-    from abtest.experiment.gates_sweep import GatesRequest, sweep_gates
-    from abtest.experiment.plan import PlanOptions
 
     db = tmp_path / "r.sqlite"
     opts = PlanOptions(playbook="lab-sweep", rounds=2, sizes=(5,), seed=7, factors=("kubeAPIQPS",))
@@ -260,8 +262,8 @@ def test_a_program_plans_as_the_cli_plans_and_gets_the_same_json(tmp_path: Path)
     import subprocess
     import sys
 
-    from abtest.experiment.plan import PlanOptions
-    from abtest.experiment.planning import plan_sweep
+    from abtest.app.plan import plan_sweep
+    from abtest.config.plan_options import PlanOptions
 
     db = tmp_path / "none.db"
     out = subprocess.run(

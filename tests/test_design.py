@@ -8,8 +8,7 @@ import math
 import pytest
 
 from abtest.config.domain import Factor
-from abtest.errors import UserError
-from abtest.experiment.design import (
+from abtest.engine.design import (
     DESIGNS,
     FRACTIONS,
     LETTERS,
@@ -21,6 +20,7 @@ from abtest.experiment.design import (
     gates_all,
     resolution,
 )
+from abtest.errors import UserError
 
 AGC = [
     "KubeletQOSCgroupUpdateCoalescing",

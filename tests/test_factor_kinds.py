@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from abtest.cli.main import app
 from abtest.config.catalog import load_catalog, parse_catalog
 from abtest.config.domain import Factor
+from abtest.engine.design import build_arms
 from abtest.errors import ConfigError, UserError
-from abtest.experiment.design import build_arms
 
 HEAD = "catalog: t\nfactors:\n"
 

@@ -20,10 +20,11 @@ import pytest
 import scipy.stats as sps
 from fake_node import FakeKit, FakeNode, fake_round
 
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.fleet import check_fleet, same_node
+from abtest.engine.sweep import SweepOptions, done_keys, run_sweep
+from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.errors import ApplyFailed, NodeError, UserError
-from abtest.experiment.fleet import check_fleet, same_node
-from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
-from abtest.experiment.sweep import SweepOptions, done_keys, run_sweep
 from abtest.stats import fleet
 from abtest.stats.fleet import (
     DF_CORRECTION,
@@ -493,7 +494,7 @@ def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_ve
     store: Store,
 ) -> None:
     from abtest.config.playbook import load_playbook
-    from abtest.experiment.regress_live import LiveGateOptions, run_live
+    from abtest.engine.gate_live import LiveGateOptions, run_live
 
     profiles = _fleet_plan("node-a", "node-b").profiles
     a, b = FakeNode("node-a"), FakeNode("node-b")

@@ -11,9 +11,9 @@ import pytest
 from history_store import NODE, add_runs
 from typer.testing import CliRunner
 
+from abtest.app.history import HistoryRequest, history
 from abtest.cli.main import app
 from abtest.errors import UserError
-from abtest.experiment.node_history import HistoryRequest, history
 from abtest.stats.changepoints import MIN_RUNS
 from abtest.store.db import Store
 

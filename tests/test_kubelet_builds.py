@@ -18,11 +18,12 @@ from fake_node import FakeKit, FakeNode
 from abtest.batch.run_record import new_run
 from abtest.config.catalog import parse_catalog
 from abtest.config.domain import Release, parse_release, release_of, skew_problem
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import load_profile
+from abtest.engine.design import build_arms
+from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.errors import UserError
-from abtest.experiment.design import build_arms
-from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
-from abtest.experiment.sweep import NodeSweep, SweepOptions
 from abtest.lab import control
 from abtest.lab.layout import LabState, Paths
 from abtest.lab.releases import DEFAULT_RELEASE

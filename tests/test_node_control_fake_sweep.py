@@ -14,9 +14,10 @@ from typing import Any
 from fake_host import FakeHost
 from fake_node import FakeKit, FakeNode, fake_profiles
 
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile
-from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
-from abtest.experiment.sweep import SweepOptions, SweepResult, run_sweep
+from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
+from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.node.control import NodeController
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal

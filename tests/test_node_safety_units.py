@@ -283,8 +283,8 @@ def test_kubelet_binary_marker_round_trip() -> None:
 def test_regress_says_why_an_arm_could_not_be_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     """A candidate binary the kubelet will not start: the sweep records "arm failed" (the
     node rolled back, the run finished), and the gate is "could not measure", saying why."""
-    from abtest.experiment import regress_live
-    from abtest.experiment.sweep import NodeOutcome, SweepResult
+    from abtest.engine import gate_live as regress_live
+    from abtest.engine.sweep import NodeOutcome, SweepResult
 
     why = (
         "healthz: the kubelet is not running; rolled back to the original config and kubelet "

@@ -17,7 +17,7 @@ import pytest
 
 from abtest.cluster.nodes import parse_configz, parse_feature_enabled
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile
-from abtest.errors import ClusterError, NodeError, UserError
+from abtest.errors import ClusterError, Interrupted, NodeError, UserError
 from abtest.node import ssh as ssh_mod
 from abtest.node.control import describe_settings
 from abtest.node.health import (
@@ -33,7 +33,7 @@ from abtest.node.health import (
 )
 from abtest.node.lock import LockInfo, new_info, process_start
 from abtest.node.session import NodeSession
-from abtest.node.signals import Interrupted, SignalGuard
+from abtest.node.signals import SignalGuard
 from abtest.node.ssh_config import resolve
 from abtest.store.db import Store
 from abtest.store.journal import APPLIED, APPLYING, RESTORED, Journal

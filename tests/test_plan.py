@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep_plan import build_plan, estimate
 from abtest.errors import UserError
-from abtest.experiment.plan import PlanOptions, build_plan, estimate
 
 
 def test_gates_all_on_the_lab_catalog() -> None:

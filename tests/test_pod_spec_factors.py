@@ -22,18 +22,19 @@ from abtest.batch.template import arm_workload, render_batch
 from abtest.cli.main import app
 from abtest.config.catalog import parse_catalog
 from abtest.config.domain import Arm
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import Generator, NodeProfile, Workload, load_profile, parse_profile
-from abtest.errors import ConfigError, UserError
-from abtest.experiment.design import build_arms
-from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan, kubelet_visits, restart_count
-from abtest.experiment.pod_arms import (
+from abtest.engine.design import build_arms
+from abtest.engine.pod_arms import (
     ArmRuntimeUnavailable,
     RuntimeCheck,
     check_arm_runtime,
     round_problem,
 )
-from abtest.experiment.schedule import build_schedule
-from abtest.experiment.sweep import SweepOptions, run_sweep
+from abtest.engine.schedule import build_schedule
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import SweepPlan, build_plan, kubelet_visits, restart_count
+from abtest.errors import ConfigError, UserError
 from abtest.node.records import ApplyRecord
 from abtest.node.runtimes import parse_runtime_handlers, select_round_handlers
 from abtest.store.db import Store

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from abtest.experiment.regress import look_schedule
+from abtest.engine.gate_rounds import look_schedule
 
 # Per-block multiplicative noise the reference and candidate share (block effect) plus a
 # small round-level wobble, fixed so the verdicts are exact.

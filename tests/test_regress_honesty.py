@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from abtest.engine.gate_rounds import rounds_of_two_runs
 from abtest.errors import UserError
-from abtest.experiment.regress import rounds_of_two_runs
 from abtest.report.verdict import describe, markdown_summary
 from abtest.stats import regression_decision
 from abtest.stats.contrast import NO_VARIATION
@@ -165,7 +165,7 @@ def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path) -> None:
 
 def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
     from abtest.config.playbook import load_playbook
-    from abtest.experiment.regress_live import LiveGateOptions, build_gate_plan
+    from abtest.engine.gate_live import LiveGateOptions, build_gate_plan
 
     def options(reference: str, candidate: str) -> LiveGateOptions:
         return LiveGateOptions(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from abtest.engine.gate_live import NodeState, parse_spec
 from abtest.errors import UserError
-from abtest.experiment.regress_live import NodeState, parse_spec
 from abtest.node.binary import check_path
 from abtest.store.db import Store
 from abtest.store.journal import Journal

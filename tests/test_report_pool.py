@@ -12,9 +12,10 @@ from fake_node import FakeKit, FakeNode, fake_profiles
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
-from abtest.experiment.plan import PlanOptions, build_plan
-from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.report import build_model
 from abtest.report.model import build_pooled_model
 from abtest.store.db import Store

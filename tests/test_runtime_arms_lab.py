@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile
-from abtest.experiment.plan import PlanOptions, build_plan, restart_count
+from abtest.engine.sweep_plan import build_plan, restart_count
 
 pytestmark = pytest.mark.lab
 

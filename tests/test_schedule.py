@@ -9,15 +9,15 @@ from collections import Counter
 import pytest
 
 from abtest.config.domain import Arm, Factor
-from abtest.errors import UserError
-from abtest.experiment.design import gates_all
-from abtest.experiment.schedule import (
+from abtest.engine.design import gates_all
+from abtest.engine.schedule import (
     build_schedule,
     estimate_seconds,
     remaining,
     restarts,
     shuffled,
 )
+from abtest.errors import UserError
 
 
 def arms(k: int = 2) -> list[Arm]:

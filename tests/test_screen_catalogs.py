@@ -11,7 +11,7 @@ from pathlib import Path
 
 from abtest.config.catalog import load_catalog
 from abtest.config.playbook import load_playbook
-from abtest.experiment.design import build_arms, resolution, screen_matrix
+from abtest.engine.design import build_arms, resolution, screen_matrix
 
 # Upstream KubeletConfiguration defaults (v1beta1) of every path the lab catalogs set: the
 # lab baseline must be an upstream-default kubelet wherever the experiment touches it.

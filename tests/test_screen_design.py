@@ -13,16 +13,16 @@ from test_report_model import SweepSpec, build_sweep
 
 from abtest.config import playbook
 from abtest.config.domain import Factor
-from abtest.errors import ConfigError, UserError
-from abtest.experiment import design
-from abtest.experiment.design import (
+from abtest.engine import design
+from abtest.engine.design import (
     build_arms,
     design_description,
     resolution,
     screen_fraction,
     screen_matrix,
 )
-from abtest.experiment.plan import arms_for
+from abtest.engine.sweep_plan import arms_for
+from abtest.errors import ConfigError, UserError
 from abtest.report import build_model, build_tables
 from abtest.stats import factorial_effects
 from abtest.store.db import Store

@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 from abtest.config.playbook import load_playbook
-from abtest.experiment.regress import decide, look_schedule
+from abtest.engine.gate_rounds import decide, look_schedule
 from abtest.stats import overall_verdict
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.regression import classify, look_confidence

@@ -22,9 +22,10 @@ from test_node_control_fake_sweep import HostKit
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import build_plan
 from abtest.errors import StoreConnectionLost, UserError
-from abtest.experiment.plan import PlanOptions, build_plan
-from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
 from abtest.store.schema import SCHEMA_VERSION
@@ -236,7 +237,7 @@ def test_a_bad_database_url_is_one_line_exit_4_and_no_password(
 def test_history_and_pooling_read_the_shared_database(pg_url: str) -> None:
     from history_store import NODE, add_runs
 
-    from abtest.experiment.node_history import HistoryRequest, history
+    from abtest.app.history import HistoryRequest, history
     from abtest.report.model import build_pooled_model
 
     with Store(pg_url) as pg:

@@ -25,8 +25,9 @@ import pytest
 
 from abtest.batch.observe import PodTracker
 from abtest.batch.round import cleanup
+from abtest.errors import Interrupted
 from abtest.node import signals as stopping
-from abtest.node.signals import Interrupted, SignalGuard
+from abtest.node.signals import SignalGuard
 from abtest.store.db import Store
 
 TESTS = Path(__file__).resolve().parent

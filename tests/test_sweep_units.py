@@ -13,10 +13,9 @@ from fake_node import FakeKit, FakeNode, fake_profiles
 
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
-from abtest.errors import ApplyFailed, UserError
-from abtest.experiment.plan import PlanOptions, SweepPlan, build_plan
-from abtest.experiment.schedule import RoundKey, remaining
-from abtest.experiment.sweep import (
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.schedule import RoundKey, remaining
+from abtest.engine.sweep import (
     NodeSweep,
     SweepOptions,
     done_keys,
@@ -24,6 +23,8 @@ from abtest.experiment.sweep import (
     resume_plan_check,
     run_sweep,
 )
+from abtest.engine.sweep_plan import SweepPlan, build_plan
+from abtest.errors import ApplyFailed, UserError
 from abtest.store.db import Store
 
 NODE = "abtest-lab"

@@ -19,8 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
 from abtest import __version__
-from abtest.errors import AbtestError, UserError
-from abtest.node.signals import Interrupted
+from abtest.errors import AbtestError, Interrupted, UserError
 
 if TYPE_CHECKING:
     from typer import _click

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from abtest.config.domain import Scalar
-from abtest.errors import ApplyFailed, NodeError
+from abtest.errors import ApplyFailed, Interrupted, NodeError
 from abtest.node.health import HealthReport
-from abtest.node.signals import Interrupted
 
 
 class RestartTimes:

@@ -28,16 +28,9 @@ from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
+from abtest.errors import Interrupted
+
 HANDLED = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(BaseException):  # named like KeyboardInterrupt, on purpose
-    """The process got SIGINT or SIGTERM."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
 class _Requests:

@@ -1,4 +1,5 @@
-"""`abtest runs export / import`: move runs between results databases through one file."""
+"""`abtest runs`' use-cases: the stored runs as the Python API reads them, and `abtest runs
+export / import`, which move runs between results databases through one file."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 from abtest.errors import UserError
+from abtest.results import Results
 from abtest.store.db import DbTarget, Store
 from abtest.store.transfer import Imported, export_runs, import_runs
 
@@ -29,3 +31,8 @@ def import_from_file(db: DbTarget, source: Path) -> Imported:
         raise UserError("not an abtest runs export", str(source))
     with Store(db) as store:
         return import_runs(store, document)
+
+
+def stored_runs(db: DbTarget) -> Results:
+    """The runs of the database ``--db`` names (or ABTEST_DB, or the default one)."""
+    return Results(Store(db))

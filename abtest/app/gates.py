@@ -11,29 +11,24 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from abtest.errors import UserError
-from abtest.experiment.nodekit import NodeKit
-from abtest.experiment.plan import (
-    PlanOptions,
-    SweepPlan,
-    build_plan,
-    options_from_json,
-    parse_percent,
-)
-from abtest.experiment.profiles import with_kube
-from abtest.experiment.sweep import (
+from abtest.app.profiles import with_kube
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.nodekit import NodeKit
+from abtest.engine.sweep import (
     Event,
     SweepOptions,
     SweepResult,
     resume_plan_check,
     run_sweep,
 )
-from abtest.experiment.until_resolved import (
+from abtest.engine.sweep_plan import SweepPlan, build_plan, options_from_json, parse_percent
+from abtest.engine.until_resolved import (
     ResolveOptions,
     planned_looks,
     run_until_resolved,
     with_blocks,
 )
+from abtest.errors import UserError
 from abtest.store.db import DbTarget, Store
 
 

@@ -13,7 +13,7 @@ one stops promptly, restores its own node under a shield and releases its lock; 
 recorded "interrupted" and the signal propagates (the CLI exits 128 + signum).
 
 Everything that talks to a node or the API server comes from a
-:class:`~abtest.experiment.nodekit.NodeKit` (the real one by default).
+:class:`~abtest.engine.nodekit.NodeKit` (the real one by default).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
 from abtest.config.domain import Arm, release_of
 from abtest.config.playbook import NodeProfile
-from abtest.errors import AbtestError, ApplyFailed, NodeError, UserError
-from abtest.experiment.fleet import check_fleet, skipped_arms
-from abtest.experiment.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
-from abtest.experiment.plan import SweepPlan
-from abtest.experiment.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
-from abtest.experiment.schedule import RoundKey, RoundSlot, Visit, remaining
+from abtest.engine.fleet import check_fleet, skipped_arms
+from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
+from abtest.engine.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
+from abtest.engine.schedule import RoundKey, RoundSlot, Visit, remaining
+from abtest.engine.sweep_plan import SweepPlan
+from abtest.errors import AbtestError, ApplyFailed, Interrupted, NodeError, UserError
 from abtest.node.kubelet_build import KubeletBuild, arm_problems, build_path
-from abtest.node.signals import Interrupted, SignalGuard, checkpoint, shield
+from abtest.node.signals import SignalGuard, checkpoint, shield
 from abtest.store.db import Store
 from abtest.store.tables import ArmRow
 

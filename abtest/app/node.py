@@ -11,8 +11,20 @@ from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
 from abtest.node import control, preflight
+from abtest.node.kubelet_config import parse_set_option
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.store.db import DbTarget, Store
+
+
+def settings_of(options: list[str] | None) -> dict[str, Scalar]:
+    """The kubelet settings ``--set PATH=VALUE`` options name, each path once."""
+    settings: dict[str, Scalar] = {}
+    for option in options or []:
+        path, value = parse_set_option(option)
+        if path in settings:
+            raise UserError(f"{path} is given twice", "--set")
+        settings[path] = value
+    return settings
 
 
 @dataclass(frozen=True)

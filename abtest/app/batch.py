@@ -16,9 +16,9 @@ from abtest.cluster.namespaces import ensure_namespace
 from abtest.cluster.pods import list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.config.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
-from abtest.experiment.pod_arms import check_arm_runtime, round_verifier
+from abtest.engine.pod_arms import check_arm_runtime, round_verifier
+from abtest.errors import Interrupted
 from abtest.node.session import NodeSession
-from abtest.node.signals import Interrupted
 from abtest.store.db import DbTarget, Store
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from abtest.experiment.design import design_description
-from abtest.experiment.history import node_history, noise_history
-from abtest.experiment.plan import (
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.design import design_description
+from abtest.engine.prior_runs import node_history, noise_history
+from abtest.engine.sweep_plan import (
     Estimate,
-    PlanOptions,
     PowerRow,
     SweepPlan,
     build_plan,

@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from abtest.config.domain import Arm, Catalog, Scalar, parse_release
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_profile
+from abtest.engine.fleet import same_node
+from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
+from abtest.engine.nodekit import NodeKit
+from abtest.engine.schedule import build_schedule
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import SweepPlan, check_plan_size, check_pod_renders
 from abtest.errors import AbtestError, UserError
-from abtest.experiment.fleet import same_node
-from abtest.experiment.nodekit import NodeKit
-from abtest.experiment.plan import PlanOptions, SweepPlan, check_plan_size, check_pod_renders
-from abtest.experiment.regress import analysable_rounds, decide, look_schedule
-from abtest.experiment.schedule import build_schedule
-from abtest.experiment.sweep import SweepOptions, run_sweep
 from abtest.node.binary import check_path
 from abtest.node.kubelet_config import parse_set_option
 from abtest.stats import overall_verdict

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from abtest.config import numbers as num
 from abtest.config.catalog import load_catalog, select_factors
 from abtest.config.domain import Arm, Catalog, Factor, Settings
+from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_playbook, load_profile
+from abtest.engine.design import build_arms, dedupe, gates_all
+from abtest.engine.fleet import same_node
+from abtest.engine.schedule import Schedule, build_schedule, estimate_seconds
 from abtest.errors import UserError
-from abtest.experiment.design import build_arms, dedupe, gates_all
-from abtest.experiment.fleet import same_node
-from abtest.experiment.schedule import Schedule, build_schedule, estimate_seconds
 
 if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates --list` is fast)
     import pandas as pd
@@ -30,25 +31,6 @@ if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates 
 DEFAULT_RESTART_S = 20.0
 DEFAULT_CLEANUP_S = 8.0
 DEFAULT_SECONDS_PER_POD = 0.25
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What the user asked for; None means "as the playbook says"."""
-
-    playbook: str = "lab-sweep"
-    profiles: tuple[str, ...] = ()
-    catalog: str | None = None
-    factors: tuple[str, ...] = ()
-    design: str | None = None  # gates-all | attribution | factorial | baseline | singles ...
-    attribution: bool = False
-    rounds: int | None = None
-    sizes: tuple[int, ...] | None = None
-    seed: int | None = None
-    qps: float | None = None
-    concurrency: int | None = None
-    namespace: str | None = None
-    warmup: bool | None = None
 
 
 @dataclass(frozen=True)
