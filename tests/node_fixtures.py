@@ -1,4 +1,4 @@
-"""Fixtures for the node-control lab tests (imported by tests/test_node_*.py).
+"""Fixtures for the node-control lab tests (imported by tests/lab/node/test_node_*.py).
 
 ``lab_node`` guards every lab test: it records the kubelet config's sha256 before the
 test and, after it, restores anything still pending, then asserts the config is

@@ -1,4 +1,4 @@
-"""One round of the reference method (README, "Data": ``playbooks/agc-sweep.yaml``).
+"""One round of the reference method (docs/designs.md: ``playbooks/agc-sweep.yaml``).
 
 watch open (from a list's resourceVersion) -> kubelet metrics before -> submit at the target
 rate with at most N in flight -> wait until every pod was seen Ready or the timeout -> keep

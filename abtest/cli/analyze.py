@@ -76,7 +76,7 @@ def analyze(
     """Compare every arm with the baseline: savings and percent reduction with intervals.
 
     Rounds come from ROUNDS.csv, or from kube-burner or clusterloader2 output with one
-    --arm NAME=GLOB per arm (see the README for the mapping)."""
+    --arm NAME=GLOB per arm (docs/other-tools.md has the mapping)."""
     if out_format not in analyze_formats.FORMATS:
         raise UserError(
             f"unknown format {out_format!r}",

@@ -25,7 +25,7 @@ QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 @dataclass(frozen=True)
 class Workload:
-    """The pod of the reference method (README, "Data": ``playbooks/agc-sweep.yaml``)."""
+    """The pod of the reference method (docs/designs.md: ``playbooks/agc-sweep.yaml``)."""
 
     image: str = "docker.io/library/busybox:1.36.1"
     command: tuple[str, ...] = ("sleep", "3600")

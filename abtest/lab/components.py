@@ -309,7 +309,7 @@ def kept_config_notes(node: Node) -> list[str]:
         return []
     return [
         f"{node.name}: its kubelet config is from an older lab and has no clusterDNS, so "
-        "every pod writes MissingClusterDNS warning events at each sync (README, "
+        "every pod writes MissingClusterDNS warning events at each sync (docs/lab.md, "
         "'Cluster DNS'); `abtest lab down --purge && abtest lab up` gives it one"
     ]
 

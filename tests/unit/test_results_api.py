@@ -188,13 +188,13 @@ def test_importing_abtest_does_not_load_pandas() -> None:
     assert done.stdout.strip() == "False", done.stderr
 
 
-def test_the_readme_example_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## From Python") :]
+def test_the_documented_example_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "python-api.md").read_text()
+    section = doc[doc.index("# From Python") :]
     code = section[section.index("```python\n") + 10 : section.index("```\n", 10)]
     code = code.replace("~/.local/share/abtest/results.sqlite", str(db))
     code = code.replace('"RUN_A", "RUN_B"', '"sweep-2", "sweep-1"')
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/python-api.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "+fast 5 batch_ready_s 19.7 %" in printed
 

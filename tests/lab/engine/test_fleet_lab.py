@@ -6,7 +6,7 @@ test runs the CLI in a child process, as a user would, with a small plan (baseli
 byte-identical to before, read over SSH. Run under the lab lock:
 ``flock /tmp/abtest-lab.lock .venv/bin/python -m pytest -q -m lab
 tests/lab/engine/test_fleet_lab.py -s``
-(``-s`` prints the controller figures the README's scale section quotes).
+(``-s`` prints the controller figures docs/scaling.md quotes).
 """
 
 from __future__ import annotations

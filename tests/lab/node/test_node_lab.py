@@ -1,7 +1,8 @@
 """Node control against the real lab over real SSH. Every test leaves the kubelet config
 byte-identical, the lock free and the node healthy (checked by the ``lab_node`` fixture).
 
-Run them under the lab lock: ``flock /tmp/abtest-lab.lock pytest -m lab tests/test_node_*.py``.
+Run them under the lab lock:
+``flock /tmp/abtest-lab.lock pytest -m lab tests/lab/node/test_node_*.py``.
 """
 
 from __future__ import annotations

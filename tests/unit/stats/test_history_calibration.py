@@ -3,7 +3,7 @@ nightly-like series of 12 runs, each run 5 rounds of one arm and size with the l
 round-to-round noise (8 %, the figure the regression gate is calibrated with) and a run-to-run
 drift of 2 %. Flat series: how often a change point is reported at all (false alarms). Series
 with a 5 % and a 10 % slowdown from run 7 on: how often a slower change point is found, and how
-far from run 7. The figures printed here are the ones in the README."""
+far from run 7. The figures printed here are the ones in docs/statistics.md."""
 
 from __future__ import annotations
 

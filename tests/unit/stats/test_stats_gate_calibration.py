@@ -1,7 +1,7 @@
 """Calibration of the regression gate's OVERALL verdict (issue 11 item 16).
 
-The README promises: over all looks and all (size, metric) decisions, the overall verdict (the
-worst decision) is a wrong FAIL at most alpha / 2 of the time and a wrong PASS at most
+docs/statistics.md promises: over all looks and all (size, metric) decisions, the overall
+verdict (the worst decision) is a wrong FAIL at most alpha / 2 of the time and a wrong PASS at most
 alpha / 2 of the time. This file measures exactly that, by simulation, for the shipped
 `regression` playbook's family (one size x two metrics, looks at 5, 10, 15, 20 blocks,
 alpha = 0.05, margin 5 %) and for a larger family (two sizes x two metrics):
