@@ -3,13 +3,39 @@ fleet run. It reads the results database only; the CLI writes the files."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from abtest.analysis.model import ReportModel, model_of
+from abtest.analysis.pool import check_pool_ids, pool_runs
+from abtest.analysis.run_data import run_data
 from abtest.config.paths import check_db_path
 from abtest.errors import UserError
-from abtest.report.model import ReportModel, build_model, build_pooled_model
+from abtest.stats.intervals import check_confidence
 from abtest.store.db import DbTarget, Store, resolve
+from abtest.store.run_frames import read_run
+
+
+def build_model(
+    store: Store, run_id: str, *, baseline: str | None = None, confidence: float = 0.95
+) -> ReportModel:
+    """The report of ``run_id``. UserError for an unknown run or an unknown ``baseline``."""
+    check_confidence(confidence)
+    return model_of(run_data(read_run(store, run_id)), baseline=baseline, confidence=confidence)
+
+
+def build_pooled_model(
+    store: Store, run_ids: list[str], *, baseline: str | None = None, confidence: float = 0.95
+) -> ReportModel:
+    """Runs of several controllers on disjoint nodes, reported as one fleet run
+    (``abtest.analysis.pool``: UserError naming what differs when they do not pool)."""
+    check_confidence(confidence)
+    check_pool_ids(run_ids)
+    pooled = pool_runs([run_data(read_run(store, r)) for r in run_ids])
+    model = model_of(pooled, baseline=baseline, confidence=confidence)
+    note = f"pooled from {len(run_ids)} runs on disjoint nodes: {', '.join(run_ids)}"
+    return dataclasses.replace(model, notes=(note, *model.notes))
 
 
 def checked_db(db: str | None, flag: str) -> DbTarget:

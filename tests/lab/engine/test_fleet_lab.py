@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from abtest.app.report import build_model
 from abtest.cluster.client import connect
 from abtest.cluster.pods import count_pods
 from abtest.config.playbook import NodeProfile, load_profile
@@ -31,7 +32,7 @@ from abtest.node import remote_files as rf
 from abtest.node.lock import NodeLock
 from abtest.node.preflight import show
 from abtest.node.session import NodeSession
-from abtest.report import build_model, build_tables, render_markdown
+from abtest.report import build_tables, render_markdown
 from abtest.store.db import Store
 
 pytestmark = pytest.mark.lab

@@ -235,7 +235,8 @@ def _fleet_run(store: Store, nodes: tuple[str, ...] = ("node-a", "node-b")) -> s
 def test_report_of_a_fleet_run_has_per_node_and_pooled_tables_and_the_interaction(
     store: Store,
 ) -> None:
-    from abtest.report import build_model, build_tables, render_html, render_markdown, to_json
+    from abtest.app.report import build_model
+    from abtest.report import build_tables, render_html, render_markdown, to_json
 
     run_id = _fleet_run(store)
     model = build_model(store, run_id)
@@ -270,7 +271,8 @@ def test_report_of_a_fleet_run_has_per_node_and_pooled_tables_and_the_interactio
 
 
 def test_report_of_a_one_node_run_has_no_fleet_section(store: Store) -> None:
-    from abtest.report import build_model, build_tables, render_markdown
+    from abtest.app.report import build_model
+    from abtest.report import build_tables, render_markdown
 
     model = build_model(store, _fleet_run(store, nodes=("node-a",)))
     assert model.fleet is None and build_tables(model).fleet == ()

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
+from abtest.app.report import build_model
 from abtest.config import playbook
 from abtest.config.domain import Factor
 from abtest.engine import design
@@ -23,7 +24,7 @@ from abtest.engine.design import (
 )
 from abtest.engine.sweep_plan import arms_for
 from abtest.errors import ConfigError, UserError
-from abtest.report import build_model, build_tables
+from abtest.report import build_tables
 from abtest.stats import factorial_effects
 from abtest.store.db import Store
 

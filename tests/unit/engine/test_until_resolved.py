@@ -12,12 +12,13 @@ import pytest
 from fake_node import FakeKit, FakeNode, fake_round
 
 from abtest.app.gates import resolve_options
+from abtest.app.report import build_model
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.engine.until_resolved import ResolveOptions, run_until_resolved
 from abtest.errors import UserError
-from abtest.report import build_model, render_markdown
+from abtest.report import render_markdown
 from abtest.report.tidy import to_json
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.sequential import look_level, resolved_codes

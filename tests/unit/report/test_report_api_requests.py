@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 from test_report_model import build_sweep
 
-from abtest.report import build_model, build_tables, render_markdown
-from abtest.report.model import ReportModel
+from abtest.analysis.model import ReportModel
+from abtest.app.report import build_model
+from abtest.report import build_tables, render_markdown
 from abtest.report.tidy import frames
 from abtest.store.db import Store
 

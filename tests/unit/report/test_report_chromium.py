@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from test_report_model import build_sweep
 
-from abtest.report import build_model, build_tables, write_report
+from abtest.app.report import build_model
+from abtest.report import build_tables, write_report
 from abtest.store.db import Store
 
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")

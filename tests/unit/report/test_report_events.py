@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from test_report_model import build_sweep
 
-from abtest.report import build_model, build_tables, render_markdown
+from abtest.analysis.model import ReportModel
+from abtest.app.report import build_model
+from abtest.report import build_tables, render_markdown
 from abtest.report.fmt import DASH
-from abtest.report.model import ReportModel
 from abtest.store.db import Store
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 

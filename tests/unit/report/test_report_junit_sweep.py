@@ -9,8 +9,8 @@ from pathlib import Path
 from test_report_model import build_sweep
 from typer.testing import CliRunner
 
+from abtest.app.report import build_model
 from abtest.cli.main import app
-from abtest.report import build_model
 from abtest.report.junit_sweep import case_name, verdict
 from abtest.store.db import Store
 

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
-from abtest.report import build_model, build_tables, render_html, render_markdown
+from abtest.analysis.model import ReportModel
+from abtest.app.report import build_model
+from abtest.report import build_tables, render_html, render_markdown
 from abtest.report.fmt import num
-from abtest.report.model import ReportModel
 from abtest.report.tidy import frames, to_json
 from abtest.stats import Comparison, compare
 from abtest.store.db import Store

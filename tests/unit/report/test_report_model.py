@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from abtest.analysis.model import ArmMetric, ReportModel
+from abtest.app.report import build_model
 from abtest.errors import UserError
-from abtest.report import build_model, build_tables, render_markdown
-from abtest.report.model import ArmMetric, ReportModel
+from abtest.report import build_tables, render_markdown
 from abtest.stats import nearest_rank
 from abtest.store.db import Store
 

@@ -11,13 +11,12 @@ import pytest
 from fake_node import FakeKit, FakeNode, fake_profiles
 from typer.testing import CliRunner
 
+from abtest.app.report import build_model, build_pooled_model
 from abtest.cli.main import app
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
-from abtest.report import build_model
-from abtest.report.model import build_pooled_model
 from abtest.store.db import Store
 
 

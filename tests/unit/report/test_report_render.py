@@ -15,11 +15,12 @@ import pytest
 from test_report_model import build_sweep
 from typer.testing import CliRunner
 
+from abtest.analysis.model import ReportModel
+from abtest.app.report import build_model
 from abtest.cli.main import app
 from abtest.errors import UserError
 from abtest.ingest.rounds_csv import load_rounds_csv
-from abtest.report import build_model, build_tables, render_html, render_markdown, write_report
-from abtest.report.model import ReportModel
+from abtest.report import build_tables, render_html, render_markdown, write_report
 from abtest.report.render import environment, render_template
 from abtest.stats import compare
 from abtest.store.db import Store

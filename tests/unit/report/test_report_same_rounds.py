@@ -11,7 +11,8 @@ import html as html_text
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
-from abtest.report import build_model, render_html, render_markdown
+from abtest.app.report import build_model
+from abtest.report import render_html, render_markdown
 from abtest.report.fmt import num
 from abtest.report.tidy import to_json
 from abtest.report.verdict import describe, markdown_summary

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
-from abtest.report import build_model, build_tables, render_html, render_markdown
-from abtest.report.model import ReportModel
+from abtest.analysis.model import ReportModel
+from abtest.app.report import build_model
+from abtest.report import build_tables, render_html, render_markdown
 from abtest.report.tidy import frames, to_json
 from abtest.report.writer import write_report
 from abtest.store.db import Store

@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 from test_report_model import SweepSpec, build_sweep
 
+from abtest.app.report import build_model
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.prior_runs import noise_history
 from abtest.engine.sweep_plan import build_plan, parse_percent, power_plan
 from abtest.errors import UserError
-from abtest.report import build_model, build_tables, render_markdown
+from abtest.report import build_tables, render_markdown
 from abtest.report.fmt import SENSITIVITY_HEADER, SENSITIVITY_NOTE
 from abtest.report.html import render_html
 from abtest.report.tidy import to_json

@@ -238,7 +238,7 @@ def test_history_and_pooling_read_the_shared_database(pg_url: str) -> None:
     from history_store import NODE, add_runs
 
     from abtest.app.history import HistoryRequest, history
-    from abtest.report.model import build_pooled_model
+    from abtest.app.report import build_pooled_model
 
     with Store(pg_url) as pg:
         ids = add_runs(pg, [5.0] * 5 + [5.6] * 5, kubelet=["v1"] * 5 + ["v2"] * 5)

@@ -1,84 +1,17 @@
-"""A fleet sweep's report section: every node's own savings table beside the pooled ones, and
-whether the effect differs between nodes (the node x arm interaction, ``stats.fleet``).
-
-``build_fleet`` calls stats on the stored rounds (as ``report.model`` does for the pooled
-tables); ``fleet_tables`` only formats. The pooled tables stay where they are: there a block is
-a (node, block) pair, so every node is its own block factor.
-"""
+"""The fleet tables: per-node savings and the node x arm interaction, from the fleet model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from abtest.errors import UserError
-from abtest.report.data import INCLUDED, RunData
+from abtest.analysis.fleet import FLEET_METRICS, FleetReport, NodeComparison
 from abtest.report.fmt import DASH, Table, make_table, num, p_value, with_ci
-from abtest.stats import Comparison, compare
-from abtest.stats.fleet import NODE, NodeInteraction, node_interactions
 
-FLEET_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")  # as the report leads with
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats.fleet import NodeInteraction
+
+
 LABELS = {"batch_ready_s": "Batch ready time", "p95_s": "P95 per-pod latency"}
-
-
-@dataclass(frozen=True)
-class NodeComparison:
-    node: str
-    comparison: Comparison
-
-
-@dataclass(frozen=True)
-class FleetReport:
-    nodes: tuple[str, ...]
-    per_node: tuple[NodeComparison, ...]  # each node's own comparisons, paired within it
-    interactions: tuple[NodeInteraction, ...]
-    notes: tuple[str, ...]
-
-
-def fleet_frame(data: RunData, metric: str) -> pd.DataFrame:
-    """Analysed rounds with their node and their block within that node."""
-    rows = data.rounds[data.rounds[INCLUDED] & data.rounds[metric].notna()]
-    return pd.DataFrame(
-        {
-            "arm": rows["arm"].astype(str).to_numpy(),
-            "size": rows["size"].astype(int).to_numpy(),
-            NODE: rows["node_name"].astype(str).to_numpy(),
-            "block": rows["block"].to_numpy(),
-            metric: rows[metric].astype(float).to_numpy(),
-        }
-    )
-
-
-def build_fleet(
-    data: RunData, baseline: str | None, metrics: tuple[str, ...], confidence: float
-) -> FleetReport | None:
-    """The fleet section of a run measured on several nodes; None for one node."""
-    included = data.rounds[data.rounds[INCLUDED]]
-    nodes = tuple(sorted({str(n) for n in included["node_name"]}))
-    if len(nodes) < 2 or baseline is None:
-        return None
-    per_node: list[NodeComparison] = []
-    interactions: list[NodeInteraction] = []
-    notes: list[str] = []
-    for metric in (m for m in FLEET_METRICS if m in metrics):
-        frame = fleet_frame(data, metric)
-        for node in nodes:
-            own = frame[frame[NODE] == node].drop(columns=[NODE])
-            if not (own["arm"] == baseline).any():
-                notes.append(f"{node}: no analysed {baseline} round ({metric})")
-                continue
-            try:
-                found = compare(own, baseline=baseline, metric=metric, confidence=confidence)
-            except UserError as exc:
-                notes.append(f"{node}: no comparisons of {metric}: {exc.one_line()}")
-                continue
-            per_node.extend(NodeComparison(node, c) for c in found)
-        if (frame["arm"] == baseline).any():
-            interactions.extend(
-                node_interactions(frame, baseline=baseline, metric=metric, confidence=confidence)
-            )
-    return FleetReport(nodes, tuple(per_node), tuple(interactions), tuple(dict.fromkeys(notes)))
 
 
 def fleet_tables(fleet: FleetReport | None, baseline: str | None, ci: str) -> tuple[Table, ...]:

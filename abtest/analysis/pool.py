@@ -1,6 +1,6 @@
 """Pooled runs: runs of the same playbook, catalog and arms, made by different controllers on
 disjoint nodes, read as one fleet run (node as a block factor, node x arm interaction: the
-fleet analysis of ``abtest.report.fleet`` / ``abtest.stats.fleet``, unchanged).
+fleet analysis of ``abtest.analysis.fleet`` / ``abtest.stats.fleet``, unchanged).
 
 Pooling is only sound when the runs measured the same thing the same way, so everything that
 defines the measurement must agree, and the first difference is refused by name: the
@@ -20,10 +20,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from abtest.analysis.run_data import RunData, _block_labels
 from abtest.errors import UserError
-from abtest.report.data import RunData, _block_labels, load_run
 from abtest.stats.sequential import sequential_plan_of
-from abtest.store.db import Store
 
 #: playbook keys that may differ between pooled runs (they do not change what a round measures)
 FREE_KEYS = frozenset({"seed", "rounds", "profile", "description"})
@@ -119,11 +118,16 @@ def check_poolable(runs: Sequence[RunData]) -> None:
             seen[node] = str(other.run["id"])
 
 
-def load_pool(store: Store, run_ids: Sequence[str]) -> RunData:
-    """The runs as one fleet run; UserError naming the first difference that forbids it."""
+def check_pool_ids(run_ids: Sequence[str]) -> None:
+    """Two or more different runs, before any is read."""
     if len(set(run_ids)) != len(run_ids) or len(run_ids) < 2:
         raise UserError("pooling needs two or more different runs", "abtest report RUN1 RUN2")
-    runs = [load_run(store, r) for r in run_ids]
+
+
+def pool_runs(runs: Sequence[RunData]) -> RunData:
+    """The runs as one fleet run; UserError naming the first difference that forbids it."""
+    run_ids = [str(r.run["id"]) for r in runs]
+    check_pool_ids(run_ids)
     check_poolable(runs)
     first = runs[0]
 

@@ -1,4 +1,4 @@
-"""Reads one run out of the results database into the frames the report needs. No statistics.
+"""One stored run's frames (``abtest.store.run_frames``) as the report needs them. No statistics.
 
 The unit of analysis is one accepted, non-warm-up round (``included``). Every other round is
 kept in :attr:`RunData.rounds` (for the acceptance table and the tidy data) but never reaches
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from abtest.stats import ARM, BLOCK, METRICS, SIZE
-from abtest.store.db import Store
+
+if TYPE_CHECKING:
+    from abtest.store.run_frames import StoredRun
 
 INCLUDED = "included"
 
@@ -78,31 +80,31 @@ class RunData:
         return next((a for a in self.arms if a.name == name), None)
 
 
-def load_run(store: Store, run_id: str) -> RunData:
-    """Everything stored for ``run_id``; UserError (from the store) for an unknown run."""
-    run = dict(store.run_row(run_id))
+def run_data(stored: StoredRun) -> RunData:
+    """The run's frames with what every table reads: the analysed flag, block labels, each
+    pod's latency and each metric delta per observation."""
+    run = stored.run
     env = _json_object(run.get("env_json"))
-    rounds = store.rounds_frame(run_id)
-    arms_raw = store.arms_frame(run_id)
-    stored = _arms(arms_raw, rounds)
-    factors = _factors(stored)
-    arms = _display_order(stored, factors)
+    rounds = stored.rounds
+    stored_arms = _arms(stored.arms, rounds)
+    factors = _factors(stored_arms)
+    arms = _display_order(stored_arms, factors)
 
     rounds = rounds.copy()
     rounds[INCLUDED] = _analysed(rounds)
     rounds["block_label"] = _block_labels(rounds)
 
-    pods = store.pods_frame(run_id)
+    pods = stored.pods
     pods["latency_s"] = pods["ready_s"] - pods["sent_s"]
     pods[INCLUDED] = _analysed(pods)
 
-    deltas = store.metric_deltas_frame(run_id)
+    deltas = stored.deltas
     deltas[INCLUDED] = _analysed(deltas)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_obs = deltas["delta_sum"].astype(float) / deltas["delta_count"].astype(float)
     deltas["per_obs_s"] = per_obs.where(deltas["delta_count"].astype(float) > 0)
 
-    events = store.events_frame(run_id)
+    events = stored.events
     events[INCLUDED] = _analysed(events)
 
     return RunData(
@@ -112,7 +114,7 @@ def load_run(store: Store, run_id: str) -> RunData:
         factors=factors,
         rounds=rounds,
         pods=pods,
-        visits=store.visits_frame(run_id),
+        visits=stored.visits,
         deltas=deltas,
         events=events,
     )

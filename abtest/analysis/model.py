@@ -1,24 +1,21 @@
 """The report model: everything a report shows, computed by ``abtest.stats`` from one stored run.
 
-``build_model(store, run_id)`` reads the run (``abtest.report.data``) and calls stats for every
-number with an interval: ``compare`` per metric (Holm across the arms of each size's table),
-``attribution`` per size when the run has a baseline, several factors and single/combined arms,
-``factorial_effects`` for factorial designs, and ``estimate_contrast`` with one arm for the
-interval of an arm's mean. The renderers only format this model. The only arithmetic done here
-is counting, sums and medians for the descriptive tables (acceptance, kubelet stages, events
-per pod, restarts).
+``model_of(run_data)`` takes the run's frames (``abtest.analysis.run_data``; a stored run is
+read by ``abtest.app.report.build_model``) and calls stats for every number with an interval:
+``compare`` per metric (Holm across the arms of each size's table), ``attribution`` per size
+when the run has a baseline, several factors and single/combined arms, ``factorial_effects`` for
+factorial designs, and ``estimate_contrast`` with one arm for the interval of an arm's mean. The
+renderers only format this model. The only arithmetic done here is counting, sums and medians
+for the descriptive tables (acceptance, kubelet stages, events per pod, restarts).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from abtest.errors import UserError
-from abtest.report.data import INCLUDED, ArmInfo, RunData, load_run
-from abtest.report.descriptive import (
+from abtest.analysis.descriptive import (
     AcceptanceRow,
     ApiRequestRate,
     EventRate,
@@ -34,8 +31,10 @@ from abtest.report.descriptive import (
     restarts,
     stages,
 )
-from abtest.report.fleet import FleetReport, build_fleet
-from abtest.report.reference import PodSpecFactor, build_time_went, build_two_way
+from abtest.analysis.fleet import FleetReport, build_fleet
+from abtest.analysis.reference import PodSpecFactor, build_time_went, build_two_way
+from abtest.analysis.run_data import INCLUDED, ArmInfo, RunData
+from abtest.errors import UserError
 from abtest.stats import (
     Attribution,
     Comparison,
@@ -46,12 +45,10 @@ from abtest.stats import (
     factorial_effects,
     uncomparable,
 )
-from abtest.stats.intervals import check_confidence
 from abtest.stats.phases import TimeWent
 from abtest.stats.power import POWER, Detectable, achieved
 from abtest.stats.sequential import SequentialPlan, sequential_plan_of
 from abtest.stats.twoway import TwoWay
-from abtest.store.db import Store
 
 PRIMARY_METRICS: tuple[str, ...] = ("batch_ready_s", "p95_s")
 METRIC_LABELS: dict[str, str] = {
@@ -146,27 +143,6 @@ class ReportModel:
             if other is c:
                 return found
         return None
-
-
-def build_model(
-    store: Store, run_id: str, *, baseline: str | None = None, confidence: float = 0.95
-) -> ReportModel:
-    """The report of ``run_id``. UserError for an unknown run or an unknown ``baseline``."""
-    check_confidence(confidence)
-    return model_of(load_run(store, run_id), baseline=baseline, confidence=confidence)
-
-
-def build_pooled_model(
-    store: Store, run_ids: list[str], *, baseline: str | None = None, confidence: float = 0.95
-) -> ReportModel:
-    """Runs of several controllers on disjoint nodes, reported as one fleet run
-    (``abtest.report.pool``: UserError naming what differs when they do not pool)."""
-    from abtest.report.pool import load_pool
-
-    check_confidence(confidence)
-    model = model_of(load_pool(store, run_ids), baseline=baseline, confidence=confidence)
-    note = f"pooled from {len(run_ids)} runs on disjoint nodes: {', '.join(run_ids)}"
-    return dataclasses.replace(model, notes=(note, *model.notes))
 
 
 def model_of(data: RunData, *, baseline: str | None, confidence: float) -> ReportModel:

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from abtest.report.data import INCLUDED, RunData
+from abtest.analysis.run_data import INCLUDED, RunData
 
 # The environment block's leading rows: a name, then where to find the value in env_json,
 # flat (the sweep's documented keys) or nested (what the batch engine's probe records).

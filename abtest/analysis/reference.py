@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from abtest.analysis.run_data import INCLUDED, RunData
 from abtest.errors import UserError
-from abtest.report.data import INCLUDED, RunData
 from abtest.stats.phases import TimeWent, pod_phases, stage_means, where_time_went
 from abtest.stats.twoway import TwoWay, two_way
 
