@@ -13,6 +13,7 @@ from abtest.batch.run_record import new_run
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep_plan import build_plan
 from abtest.store.db import Store
+from abtest.store.journal import Journal
 from abtest.store.tables import ArmRow
 
 NODE = "node-h"
@@ -28,9 +29,11 @@ def add_runs(
     seed: int = 1,
     size: int = 10,
     nodes: Sequence[str] = (NODE,),
+    configs: Sequence[str] | None = None,
 ) -> list[str]:
     """One run per level (seconds, the arm's true batch ready time), oldest first, each on
-    every one of ``nodes``; the nodes report ``kubelet[i]`` as their kubelet version."""
+    every one of ``nodes``; the nodes report ``kubelet[i]`` as their kubelet version and, with
+    ``configs``, the run journals ``configs[i]`` as the kubelet config it found there."""
     generator = build_plan(PlanOptions(playbook="lab-sweep")).playbook.generator
     rng = np.random.default_rng(seed)
     ids = []
@@ -45,6 +48,11 @@ def add_runs(
         run_id = new_run(store, "sweep", command="t", node_name=nodes[0], env=env)
         store.arms.add(run_id, [ArmRow("baseline", [], {})])
         for node in nodes:
+            if configs:
+                Journal(store).begin(
+                    node_name=node, profile_name="p", path="/var/lib/kubelet/config.yaml",
+                    original=configs[i].encode(), applied={},
+                )  # fmt: skip
             visit = store.visits.begin(run_id, node=node, block=0, position=0, arm="baseline")
             store.visits.applied(
                 visit, restart_to_healthz_s=None, restart_to_ready_s=None,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from abtest.errors import UserError
+from abtest.errors import AbtestError, UserError
+from abtest.node.kubelet_config import changed_fields
 from abtest.stats.changepoints import (
     MAX_PVALUE,
     MIN_RUNS,
@@ -16,7 +17,7 @@ from abtest.stats.changepoints import (
     run_figure,
 )
 from abtest.store.db import DbTarget, Store
-from abtest.store.series import METRICS, node_arms, node_rounds, pool_facts
+from abtest.store.series import METRICS, base_config, node_arms, node_rounds, pool_facts
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,22 @@ def _choose(store: Store, req: HistoryRequest, name: str) -> tuple[str, int]:
     return arm, size
 
 
+def _config_fields(
+    store: Store, run_before: str, run_after: str, node: str, *, pooled: bool
+) -> dict[str, list[Any]]:
+    """The node's kubelet settings that differ between the configs the two runs found (a
+    hash says only that the file changed; a node team needs to know which setting)."""
+    old, new = base_config(store, run_before, node), base_config(store, run_after, node)
+    if old is None or new is None or old == new:
+        return {}
+    try:
+        fields = changed_fields(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"))
+    except AbtestError:  # a file that no longer parses: the hash still says it changed
+        return {}
+    prefix = f"{node} config." if pooled else "config."
+    return {prefix + path: values for path, values in fields.items()}
+
+
 def history(req: HistoryRequest) -> History:
     if req.metric not in METRICS:
         raise UserError(f"unknown metric {req.metric!r}", "--metric", f"use {', '.join(METRICS)}")
@@ -98,9 +115,13 @@ def history(req: HistoryRequest) -> History:
         for cp in found:
             before = pool_facts(store, figures[cp.index - 1].run_id, nodes, arm)
             after = pool_facts(store, figures[cp.index].run_id, nodes, arm)
-            changed.append(
-                {k: [before.get(k), after.get(k)] for k in after if before.get(k) != after.get(k)}
-            )
+            runs = figures[cp.index - 1].run_id, figures[cp.index].run_id
+            differ = {
+                k: [before.get(k), after.get(k)] for k in after if before.get(k) != after.get(k)
+            }
+            for node in nodes:
+                differ |= _config_fields(store, *runs, node, pooled=len(nodes) > 1)
+            changed.append(differ)
     alarms = []
     if req.fail_on_new is not None:
         last = len(figures) - req.fail_on_new

@@ -282,8 +282,10 @@ stop() {{
 }}
 start() {{
   echo "--- kubelet-service: start at $(date -u +%FT%TZ)" >> "$LOG"
+  # The kubelet keeps no descriptor of whoever restarted it: a caller's lock (flock) would
+  # otherwise stay held for as long as this kubelet runs.
   # shellcheck disable=SC2046
-  setsid "$BIN" $(cat "$FLAGS") < /dev/null >> "$LOG" 2>&1 &
+  setsid "$BIN" $(cat "$FLAGS") < /dev/null >> "$LOG" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo $! > "$PIDFILE"
 }}
 case "${{1:-}}" in

@@ -209,6 +209,26 @@ def feature_gates(text: str, where: str = "kubelet config") -> dict[str, bool]:
     return {str(k): v for k, v in gates.items()}
 
 
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out |= _leaves(value, f"{prefix}{key}." if prefix or key else "")
+        return out
+    return {prefix.rstrip("."): node}
+
+
+def changed_fields(old: str, new: str) -> dict[str, list[Any]]:
+    """Each setting (dotted path) whose value differs between two kubelet config files:
+    path -> [old, new], None where a side does not set it. Lists compare whole."""
+    before, after = _leaves(parse_config(old)), _leaves(parse_config(new))
+    return {
+        path: [before.get(path), after.get(path)]
+        for path in sorted(before.keys() | after.keys())
+        if before.get(path) != after.get(path)
+    }
+
+
 def diff(old: str, new: str, name: str) -> str:
     """A unified diff of two versions of the file ``name`` ("" if they are equal)."""
     lines = difflib.unified_diff(

@@ -65,6 +65,21 @@ def pool_facts(store: Store, run_id: str, nodes: Sequence[str], arm: str) -> dic
     return out
 
 
+def base_config(store: Store, run_id: str, node: str) -> bytes | None:
+    """The node's kubelet config as the run found it (the journal keeps the original bytes
+    of every change it made), or None when the run changed no config there."""
+    run = store.query("SELECT created_at, finished_at FROM runs WHERE id = ?", (run_id,))
+    if not run:
+        return None
+    started, finished = run[0]
+    rows = store.query(
+        "SELECT original FROM node_journal WHERE node_name = ? AND kind = 'config' "
+        "AND created_at >= ? AND (? IS NULL OR created_at <= ?) ORDER BY id LIMIT 1",
+        (node, started, finished, finished),
+    )
+    return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
 @dataclass(frozen=True)
 class RunFacts:
     """What a run stored that can differ from night to night."""

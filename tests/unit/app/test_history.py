@@ -35,6 +35,20 @@ def test_a_step_is_found_at_its_run_with_its_size_and_what_changed(store: Store)
     assert all(f.low is not None and f.low < f.value < (f.high or 0) for f in h.figures)
 
 
+def test_what_changed_names_the_kubelet_settings_the_runs_found_different(
+    store: Store,
+) -> None:
+    base = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+    before = base + "kubeAPIQPS: 50\nfeatureGates: {A: true}\n"
+    after = base + "kubeAPIQPS: 8\nfeatureGates: {A: true, B: false}\n"
+    add_runs(store, STEP, configs=[before] * 5 + [after] * 5)
+    h = history(HistoryRequest(node=NODE, db=store.path))
+    (changed,) = h.changed
+    assert changed["config.kubeAPIQPS"] == [50, 8]
+    assert changed["config.featureGates.B"] == [None, False]
+    assert "config.featureGates.A" not in changed  # unchanged settings are not listed
+
+
 def test_a_pool_of_nodes_is_one_series_over_the_runs_of_both(store: Store) -> None:
     ids = add_runs(store, STEP, kubelet=KUBELET, nodes=(NODE, "node-i"))
     h = history(HistoryRequest(node=(NODE, "node-i"), db=store.path))

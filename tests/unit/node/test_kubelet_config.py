@@ -8,6 +8,7 @@ from abtest.config.domain import Scalar
 from abtest.errors import ConfigError, UserError
 from abtest.node.kubelet_config import (
     apply_settings,
+    changed_fields,
     check_value,
     diff,
     feature_gates,
@@ -480,3 +481,13 @@ def test_a_new_key_in_every_map_of_the_sample_adds_one_line() -> None:
         new = apply_settings(SAMPLE, {path: True})
         assert len(inserted_lines(SAMPLE, new)) == 1, path
         assert read_setting(new, path) is True
+
+
+def test_changed_fields_lists_each_setting_that_differs_by_its_dotted_path() -> None:
+    old = SAMPLE
+    new = apply_settings(SAMPLE, {"kubeAPIQPS": 5, "featureGates.NewGate": True})
+    assert changed_fields(old, new) == {
+        "featureGates.NewGate": [None, True],
+        "kubeAPIQPS": [50, 5],
+    }
+    assert changed_fields(old, old) == {}
