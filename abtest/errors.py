@@ -9,6 +9,8 @@ with its class name, and its own ``exit_code`` (4 for those below). An exception
 
 from __future__ import annotations
 
+import signal
+
 
 class AbtestError(Exception):
     """Base of every error abtest raises on purpose."""
@@ -91,3 +93,14 @@ class StoreConnectionLost(StoreError):
 
 class StoreConflict(StoreError):
     """A row with the same key is already stored (e.g. a run id another controller took)."""
+
+
+# Not an AbtestError: like KeyboardInterrupt it is no failure of ours, and a bare
+# `except AbtestError` must not swallow it. Raised by abtest.node.signals.
+class Interrupted(BaseException):  # named like KeyboardInterrupt, on purpose
+    """The process got SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")

@@ -171,9 +171,14 @@ class Results:
         self, run_id: str, *, baseline: str | None = None, confidence: float = 0.95
     ) -> list[Comparison]:
         """Each arm vs the baseline per size and metric, as ``abtest report`` shows them."""
-        from abtest.report.model import build_model
+        from abtest.analysis.model import model_of
+        from abtest.analysis.run_data import run_data
+        from abtest.stats.intervals import check_confidence
+        from abtest.store.run_frames import read_run
 
-        model = build_model(self._store, run_id, baseline=baseline, confidence=confidence)
+        check_confidence(confidence)
+        data = run_data(read_run(self._store, run_id))
+        model = model_of(data, baseline=baseline, confidence=confidence)
         return list(model.comparisons)
 
     def gate(
@@ -187,7 +192,7 @@ class Results:
     ) -> GateResult:
         """The regression verdict of two stored runs on one node (``abtest regress
         --reference-run --candidate-run``): unpaired, since blocks of two runs do not pair."""
-        from abtest.experiment.regress import gate_from_frame, rounds_of_two_runs
+        from abtest.engine.gate_rounds import gate_from_frame, rounds_of_two_runs
 
         frame = rounds_of_two_runs(self._store, reference_run, candidate_run)
         return gate_from_frame(

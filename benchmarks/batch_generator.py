@@ -31,8 +31,8 @@ from typing import Any
 from abtest.batch.round import run_round
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
+from abtest.config.playbook import Generator, Workload, load_profile
 from abtest.node.session import NodeSession
-from abtest.playbook import Generator, Workload, load_profile
 
 
 def one(

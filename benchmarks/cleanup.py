@@ -49,9 +49,9 @@ from typing import Any
 from abtest.batch.round import run_round
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
+from abtest.config.playbook import Generator, Workload, load_profile
 from abtest.node import session as node_session
 from abtest.node.session import NodeSession
-from abtest.playbook import Generator, Workload, load_profile
 
 NAMESPACE = "abtest-bench-cleanup"
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...; idle and iowait

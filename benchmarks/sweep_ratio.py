@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from abtest.playbook import load_playbook
+from abtest.config.playbook import load_playbook
 from abtest.store.db import Store
 
 

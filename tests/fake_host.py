@@ -39,11 +39,11 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from abtest.config.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.errors import NodeError
 from abtest.node.control import NodeController
 from abtest.node.session import NodeSession
 from abtest.node.ssh import FileStat, Result
-from abtest.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.store.db import Store
 
 CONFIG = b"""\

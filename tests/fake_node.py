@@ -1,6 +1,6 @@
 """A scripted fake node for the sweep, in the spirit of ``fabric.testing``.
 
-:class:`FakeKit` is an :class:`abtest.experiment.nodekit.NodeKit` over :class:`FakeNode` s.
+:class:`FakeKit` is an :class:`abtest.engine.nodekit.NodeKit` over :class:`FakeNode` s.
 A fake node has a kubelet config (as settings), a lock and a pending change, and records
 every command the sweep makes it run (``preflight``, ``lock``, ``apply k=v``, ``restart``,
 ``round 10``, ``rollback``, ``restore``, ``unlock`` ...). ``node.expect(...)`` scripts
@@ -8,7 +8,7 @@ commands that must run, in order; ``node.verify()`` asserts they did and that th
 left as found (original config, no pending change, lock free).
 
 A node can hold the sweep in a long step - a batch round or a restart wait - the way a real
-one does: it waits with :func:`abtest.stopping.sleep`, so only a stop request ends the wait
+one does: it waits with :func:`abtest.node.signals.sleep`, so only a stop request ends the wait
 (the hold gives up after ``HOLD_CAP_S`` and records ``...-not-stopped``, which fails
 ``verify``). With ``state_file`` every change is also written there as JSON, so a test can
 watch a sweep running in another process; ``python tests/fake_node.py`` is that process.
@@ -28,13 +28,13 @@ from types import TracebackType
 from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
-from abtest.domain import Release, Scalar, release_of
+from abtest.config.domain import Release, Scalar, release_of
+from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.engine.nodekit import NodeControl
 from abtest.errors import ApplyFailed
-from abtest.experiment.nodekit import NodeControl
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.playbook import Generator, NodeProfile, Workload
-from abtest.stopping import SignalGuard, sleep
+from abtest.node.signals import SignalGuard, sleep
 from abtest.store.db import Store
 
 ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
@@ -402,9 +402,10 @@ def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile
 def main(argv: list[str]) -> int:
     """``fake_node.py STATE_DIR DB NODE:HOLD[:RESTORE_STEPS] ...``: run a sweep of the
     lab-sweep playbook on the fake nodes, exiting as the CLI does (128 + signum)."""
-    from abtest.experiment.plan import PlanOptions, build_plan
-    from abtest.experiment.sweep import SweepOptions, run_sweep
-    from abtest.stopping import Interrupted
+    from abtest.config.plan_options import PlanOptions
+    from abtest.engine.sweep import SweepOptions, run_sweep
+    from abtest.engine.sweep_plan import build_plan
+    from abtest.errors import Interrupted
 
     state_dir, db = Path(argv[0]), Path(argv[1])
     nodes = []

@@ -10,7 +10,8 @@ from fake_node import fake_round
 
 from abtest.batch.record import record_round
 from abtest.batch.run_record import new_run
-from abtest.experiment.plan import PlanOptions, build_plan
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep_plan import build_plan
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 from abtest.store.tables import ArmRow

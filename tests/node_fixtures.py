@@ -1,4 +1,4 @@
-"""Fixtures for the node-control lab tests (imported by tests/test_node_*.py).
+"""Fixtures for the node-control lab tests (imported by tests/lab/node/test_node_*.py).
 
 ``lab_node`` guards every lab test: it records the kubelet config's sha256 before the
 test and, after it, restores anything still pending, then asserts the config is
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config.playbook import NodeProfile
 from abtest.node import remote_files as rf
 from abtest.node.control import BACKUP_SUFFIX, NodeController
 from abtest.node.lock import NodeLock
 from abtest.node.preflight import show
 from abtest.node.session import NodeSession
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

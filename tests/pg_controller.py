@@ -14,8 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_node import FakeKit, FakeNode, fake_profiles
 
-from abtest.experiment.plan import PlanOptions, build_plan
-from abtest.experiment.sweep import SweepOptions, run_sweep
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import build_plan
 from abtest.store.db import Store
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from abtest.stopping import checkpoint
+from abtest.node.signals import checkpoint
 
 # condition type -> attribute of PodSeen holding the first monotonic time it was seen True
 MILESTONES = {
@@ -143,7 +143,7 @@ class PodTracker:
                 if left <= 0 or self.aborted is not None:
                     return False
                 self._cond.wait(min(left, 0.2))
-                checkpoint()  # SIGINT/SIGTERM end the wait (abtest.stopping)
+                checkpoint()  # SIGINT/SIGTERM end the wait (abtest.node.signals)
             return True
 
     def abort(self, reason: str) -> None:

@@ -1,13 +1,13 @@
-"""Write one round (summary, every pod's timestamps, events, metric deltas) into the store.
+"""One round (summary, every pod's timestamps, events, metric deltas) as the store's rows.
 
-One transaction per round, committed before returning: a finished round is on disk before the
-next one starts, and a crash never leaves half a round.
+The store writes them in one transaction per round, committed before returning: a finished
+round is on disk before the next one starts, and a crash never leaves half a round.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, phase_total
@@ -19,18 +19,6 @@ POD_COLUMNS = (
     "containers_ready_s", "ready_s", "http_status", "attempts", "restarts", "ready_regressed",
     "server_created", "server_scheduled", "server_ready",
 )  # fmt: skip
-
-
-def _insert(conn: Any, table: str, row: Mapping[str, Any]) -> int:
-    cols = list(row)
-    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-    return int(conn.execute(sql, [row[c] for c in cols]).lastrowid or 0)
-
-
-def _insert_many(conn: Any, table: str, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    if rows:
-        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-        conn.executemany(sql, rows)
 
 
 def gap_parts(result: RoundResult, previous: RoundResult | None = None) -> list[GapPart]:
@@ -48,12 +36,12 @@ def gap_parts(result: RoundResult, previous: RoundResult | None = None) -> list[
     return parts
 
 
-def gap_rows(round_id: int, parts: Sequence[GapPart]) -> list[tuple[Any, ...]]:
+def gap_rows(parts: Sequence[GapPart]) -> list[tuple[Any, ...]]:
     seq: dict[str, int] = {}
     rows = []
     for p in parts:
         seq[p.phase] = seq.get(p.phase, 0) + 1
-        rows.append((round_id, p.phase, seq[p.phase], p.part, p.seconds, int(p.summed)))
+        rows.append((p.phase, seq[p.phase], p.part, p.seconds, int(p.summed)))
     return rows
 
 
@@ -118,40 +106,24 @@ def record_round(
     """Store ``result`` under ``run_id``; returns the new rounds.id. ``previous``: the round
     before it in the same visit, for the sweep's share of the gap between them."""
     parts = gap_parts(result, previous)
-    with store.transaction() as conn:
-        round_id = _insert(
-            conn,
-            "rounds",
-            round_row(
-                run_id, result, arm=arm, ordinal=ordinal, block=block, visit_id=visit_id,
-                warmup=warmup, parts=parts,
+    row = round_row(
+        run_id, result, arm=arm, ordinal=ordinal, block=block, visit_id=visit_id,
+        warmup=warmup, parts=parts,
+    )  # fmt: skip
+    return store.rounds.add(
+        row,
+        [
+            ("round_gaps", ("phase", "seq", "part", "seconds", "summed"), gap_rows(parts)),
+            ("pods", POD_COLUMNS, [tuple(getattr(p, c) for c in POD_COLUMNS) for p in result.pods]),
+            (
+                "events",
+                ("pod", "reason", "message", "count", "type"),
+                [(e.pod, e.reason, e.message, e.count, e.type) for e in result.events],
             ),
-        )  # fmt: skip
-        _insert_many(
-            conn,
-            "round_gaps",
-            ("round_id", "phase", "seq", "part", "seconds", "summed"),
-            gap_rows(round_id, parts),
-        )
-        _insert_many(
-            conn,
-            "pods",
-            ("round_id", *POD_COLUMNS),
-            [(round_id, *(getattr(p, c) for c in POD_COLUMNS)) for p in result.pods],
-        )
-        _insert_many(
-            conn,
-            "events",
-            ("round_id", "pod", "reason", "message", "count", "type"),
-            [(round_id, e.pod, e.reason, e.message, e.count, e.type) for e in result.events],
-        )
-        _insert_many(
-            conn,
-            "metric_deltas",
-            ("round_id", "metric", "labels", "delta_sum", "delta_count"),
-            [
-                (round_id, m.metric, m.labels, m.delta_sum, m.delta_count)
-                for m in result.metric_deltas
-            ],
-        )
-    return round_id
+            (
+                "metric_deltas",
+                ("metric", "labels", "delta_sum", "delta_count"),
+                [(m.metric, m.labels, m.delta_sum, m.delta_count) for m in result.metric_deltas],
+            ),
+        ],
+    )

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from abtest import stopping
 from abtest.batch import metrics, sandbox_wait
 from abtest.batch.collect import (
     Collected,
@@ -43,8 +42,9 @@ from abtest.cluster.pods import (
     delete_pods,
     wait_pods_gone,
 )
+from abtest.config.playbook import Generator, Workload
 from abtest.errors import AbtestError
-from abtest.playbook import Generator, Workload
+from abtest.node import signals as stopping
 
 SANDBOX_FAILURE = "FailedCreatePodSandBox"
 # the node-side poll's pace (abtest.batch.sandbox_wait) is part of cleanup()'s contract

@@ -21,8 +21,8 @@ from typing import Any
 from abtest import __version__
 from abtest.cluster.client import Cluster
 from abtest.cluster.environment import node_facts, server_version
+from abtest.config.playbook import NodeProfile, Playbook
 from abtest.errors import AbtestError, StoreConflict
-from abtest.playbook import NodeProfile, Playbook
 from abtest.store.db import Store, now_iso
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def new_run(
     for _ in range(8):
         chosen = run_id or new_run_id()
         try:
-            store.insert("runs", {"id": chosen, "created_at": now_iso(), **row})
+            store.runs.add(chosen, row)
         except StoreConflict:
             if run_id is not None:
                 raise
@@ -119,8 +119,4 @@ def new_run(
 def finish_run(
     store: Store, run_id: str, status: str = "finished", stop_reason: str | None = None
 ) -> None:
-    store.update(
-        "runs",
-        {"id": run_id},
-        {"status": status, "finished_at": now_iso(), "stop_reason": stop_reason},
-    )
+    store.runs.finish(run_id, status, stop_reason)

@@ -16,9 +16,9 @@ from typing import Any
 import jinja2
 import yaml
 
-from abtest.domain import Arm
+from abtest.config.domain import Arm
+from abtest.config.playbook import Workload
 from abtest.errors import ConfigError
-from abtest.playbook import Workload
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_TEMPLATE = TEMPLATES / "pod.yaml.j2"

@@ -11,13 +11,13 @@ from typing import Annotated
 
 import typer
 
+from abtest.app.analyze import Analysis
+from abtest.app.analyze import analyze as analyze_rounds
 from abtest.cli import analyze_formats
 from abtest.cli import options as o
 from abtest.cli import sources as s
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.errors import UserError
-from abtest.experiment.analysis import Analysis
-from abtest.experiment.analysis import analyze as analyze_rounds
 from abtest.report.fmt import detectable_cell, no_interval
 from abtest.stats import METRICS, Comparison
 

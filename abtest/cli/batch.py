@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
-from abtest import numbers as num
+from abtest.app.batch import BatchRequest, single_batch
 from abtest.batch.model import RoundResult
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table
-from abtest.experiment.single_batch import BatchRequest, single_batch
-from abtest.playbook import load_profile
+from abtest.config import numbers as num
+from abtest.config.playbook import load_profile
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from abtest import numbers as num
-from abtest.catalog import load_catalog
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config import numbers as num
+from abtest.config.catalog import load_catalog
 
 
 def gates(
@@ -83,8 +83,8 @@ def gates(
         return
     # Imported only for a sweep: `gates --list` must start without the node and cluster layers
     # (paramiko, the Kubernetes client, aiohttp) and pandas.
+    from abtest.app.gates import GatesRequest, sweep_gates
     from abtest.cli.sweep_progress import SweepDisplay, summary_table
-    from abtest.experiment.gates_sweep import GatesRequest, sweep_gates
 
     chosen = all_ or names or design or attribution
     request = GatesRequest(

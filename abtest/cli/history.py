@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
+from abtest.app.history import HistoryRequest
+from abtest.app.history import history as node_history
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json
-from abtest.experiment.node_history import HistoryRequest
-from abtest.experiment.node_history import history as node_history
-from abtest.paths import check_output_dir
+from abtest.config.paths import check_output_dir
 from abtest.report.history import markdown, to_dict, write
 from abtest.stats.changepoints import MAX_PVALUE
 

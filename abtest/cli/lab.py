@@ -8,7 +8,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.domain import parse_release
+from abtest.config.domain import parse_release
 from abtest.lab import control, layout
 from abtest.lab.releases import DEFAULT_RELEASE
 

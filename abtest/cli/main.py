@@ -3,7 +3,7 @@
 Commands are loaded when invoked: `abtest --version` or `abtest gates --list` must not pay for
 importing the Kubernetes client, paramiko, aiohttp, matplotlib and pandas (seconds on a busy
 machine) that other commands need. `abtest --help` lists the commands from the summaries kept
-here (tests/test_startup_imports.py keeps them equal to each command's own help)."""
+here (tests/unit/cli/test_startup_imports.py keeps them equal to each command's own help)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
 from abtest import __version__
-from abtest.errors import AbtestError, UserError
-from abtest.node.signals import Interrupted
+from abtest.errors import AbtestError, Interrupted, UserError
 
 if TYPE_CHECKING:
     from typer import _click

@@ -4,26 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from abtest import numbers as num
-from abtest.cli import options as o
-from abtest.cli.render import console, err_console, print_json, print_table
-from abtest.domain import Scalar
-from abtest.errors import UserError
-from abtest.experiment.node_ops import (
+from abtest.app.node import (
     NodeAccess,
     apply_settings,
     check_node,
     restore_node,
+    settings_of,
     show_node,
 )
-from abtest.node.kubelet_config import parse_set_option
-from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.node.signals import Interrupted
-from abtest.playbook import load_profile
+from abtest.cli import options as o
+from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.config import numbers as num
+from abtest.config.playbook import load_profile
+from abtest.errors import Interrupted
+
+if TYPE_CHECKING:
+    from abtest.node.records import ApplyRecord, RestoreRecord
 
 app = typer.Typer(
     help="Check, show, change (apply) and restore a node's kubelet config over SSH.",
@@ -42,16 +42,6 @@ Timeout = Annotated[
         help="Seconds for restart to healthy (profile: 120).",
     ),
 ]
-
-
-def _settings(options: list[str] | None) -> dict[str, Scalar]:
-    settings: dict[str, Scalar] = {}
-    for option in options or []:
-        path, value = parse_set_option(option)
-        if path in settings:
-            raise UserError(f"{path} is given twice", "--set")
-        settings[path] = value
-    return settings
 
 
 def _progress(line: str) -> None:
@@ -116,7 +106,7 @@ def check(
     present, lock free, nothing pending. Exit 0 only if every check passes."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
     report = check_node(
-        prof, _settings(sets), image=image, db=db, accept_new_host_key=accept_new_host_key
+        prof, settings_of(sets), image=image, db=db, accept_new_host_key=accept_new_host_key
     )
     if json_out:
         print_json(report.as_dict())
@@ -180,7 +170,7 @@ def apply(
     and prove it healthy with the values in effect; roll back on any failure."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
     access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)
-    settings = _settings(sets)
+    settings = settings_of(sets)
     with _interruptible():
         rec = apply_settings(
             access, settings, check_known=not skip_factor_check, progress=_progress

@@ -10,13 +10,12 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from abtest import numbers as num
-from abtest.errors import UserError
-from abtest.experiment.plan import PlanOptions
-
 # Re-exported for the commands and tests that apply --kubeconfig/--context to a profile.
-from abtest.experiment.profiles import with_kube
-from abtest.k8s_names import namespace_problem
+from abtest.app.profiles import with_kube
+from abtest.config import numbers as num
+from abtest.config.k8s_names import namespace_problem
+from abtest.config.plan_options import PlanOptions
+from abtest.errors import UserError
 
 __all__ = ["with_kube"]
 

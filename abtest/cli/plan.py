@@ -4,15 +4,17 @@ blocks a target change needs (noise from the node's earlier runs, else a stated 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from abtest.app.plan import PlanReport, plan_sweep
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.domain import Arm, show_scalar
-from abtest.experiment.plan import PowerRow
-from abtest.experiment.planning import PlanReport, plan_sweep
+from abtest.config.domain import Arm, show_scalar
+
+if TYPE_CHECKING:  # a type in a signature; the CLI calls no engine
+    from abtest.engine.sweep_plan import PowerRow
 
 
 def plan(

@@ -10,13 +10,13 @@ from typing import Annotated
 
 import typer
 
-from abtest import numbers as num
+from abtest.app.regress import GateRequest, run_gate
 from abtest.cli import options as o
 from abtest.cli import sources as s
 from abtest.cli.render import console, err_console, print_json
+from abtest.config import numbers as num
+from abtest.config.paths import write_output
 from abtest.errors import UserError
-from abtest.experiment.regress_gate import GateRequest, run_gate
-from abtest.paths import write_output
 from abtest.report.verdict import describe, junit_xml, markdown_summary
 from abtest.stats.gate import GateResult
 

@@ -10,14 +10,13 @@ from typing import Annotated
 
 import typer
 
+from abtest.app.report import checked_db, report_model
 from abtest.cli import options as o
 from abtest.cli.render import console
+from abtest.config.paths import check_output_dir
 from abtest.errors import UserError
-from abtest.paths import check_db_path, check_output_dir
-from abtest.report import FORMATS, build_model, write_report
-from abtest.report.model import build_pooled_model
+from abtest.report import FORMATS, write_report
 from abtest.report.writer import check_formats
-from abtest.store.db import Store, resolve
 
 
 def report(
@@ -62,23 +61,11 @@ def report(
         raise UserError("--format is empty", "--format", f"use {', '.join(FORMATS)}")
     if pool and len(run_ids) < 2:
         raise UserError("--pool needs two or more runs", "--pool", "abtest report RUN1 RUN2 ...")
-    target = resolve(db)
-    if isinstance(target, Path):  # a SQLite file; a postgresql:// URL has no path to check
-        check_db_path(target, o.DB_FLAG if db else str(target))
+    checked_db(db, o.DB_FLAG)
     # the default folder is the (pooled) run's id: reports/RUN1+RUN2 for a pool
     out_dir = out if out is not None else Path("reports") / "+".join(run_ids)
     check_output_dir(out_dir, "--out")
-    if isinstance(target, Path) and not target.is_file():
-        raise UserError(
-            "no results database here",
-            str(target),
-            "give --db PATH or set ABTEST_DB; a sweep or `abtest batch` creates it",
-        )
-    with Store(db) as store, store.snapshot():
-        if len(run_ids) > 1:
-            model = build_pooled_model(store, run_ids, baseline=baseline, confidence=confidence)
-        else:
-            model = build_model(store, run_ids[0], baseline=baseline, confidence=confidence)
+    model = report_model(db, run_ids, baseline=baseline, confidence=confidence)
     run_id = model.run_id
     if out is None and out_dir != Path("reports") / run_id:
         out_dir = Path("reports") / run_id

@@ -8,13 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
+from abtest.app.runs import export_to_file, import_from_file, stored_runs
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config.paths import output_problem
 from abtest.errors import UserError
-from abtest.experiment.transfer import export_to_file, import_from_file
-from abtest.paths import output_problem
-from abtest.results import Results, records
-from abtest.store.db import Store
+from abtest.results import records
 
 app = typer.Typer(
     help="Stored runs, newest first; `abtest runs show RUN` for one run.",
@@ -28,7 +27,7 @@ def runs(ctx: typer.Context, json_out: o.Json = False, db: o.Db = None) -> None:
     """List the stored runs, newest first, with their rounds (accepted / all)."""
     if ctx.invoked_subcommand is not None:
         return
-    with Results(Store(db)) as res, res.snapshot():
+    with stored_runs(db) as res, res.snapshot():
         rows = records(res.runs())
         path = res.path
     if json_out:
@@ -64,7 +63,7 @@ def show(
 ) -> None:
     """One run: status, node, playbook, arms with their settings, sizes, blocks done of
     planned, rounds per arm and size, and where its report is."""
-    with Results(Store(db)) as res:
+    with stored_runs(db) as res:
         detail = res.detail(run_id).to_dict()
     if json_out:
         print_json(detail)

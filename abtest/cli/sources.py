@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from abtest.cli.options import in_range
+from abtest.config.numbers import SIZE
 from abtest.ingest.rounds import RoundsSource
-from abtest.numbers import SIZE
 
 KubeBurner = Annotated[
     Path | None,

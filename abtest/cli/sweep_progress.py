@@ -8,18 +8,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from abtest.cli.render import err_console
-from abtest.experiment.plan import SweepPlan
 from abtest.stats.means import ArmMean, arm_means
+
+if TYPE_CHECKING:  # a type in a signature; the CLI calls no engine
+    from abtest.engine.sweep_plan import SweepPlan
 
 
 class SweepDisplay:
-    """Shows the events of :func:`abtest.experiment.gates_sweep.sweep_gates`; the plan (and so
+    """Shows the events of :func:`abtest.app.gates.sweep_gates`; the plan (and so
     the number of rounds) arrives with its first event."""
 
     def __init__(self, json_out: bool, run_id_file: Path | None) -> None:

@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from abtest.config.yaml_input import load_yaml_file
 from abtest.errors import ConfigError, UserError
-from abtest.yaml_input import load_yaml_file
 
 SEPARATOR = os.pathsep
 DEFAULT_PATH = "~/.kube/config"

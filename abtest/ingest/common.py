@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.config.numbers import METRIC_S
+from abtest.config.numbers import SIZE as SIZE_RANGE
 from abtest.errors import UserError
-from abtest.numbers import METRIC_S
-from abtest.numbers import SIZE as SIZE_RANGE
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 from abtest.stats.percentiles import nearest_rank
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from abtest.config.numbers import METRIC_S
+from abtest.config.numbers import SIZE as SIZE_RANGE
 from abtest.errors import UserError
-from abtest.numbers import METRIC_S
-from abtest.numbers import SIZE as SIZE_RANGE
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 
 # frame.attrs keys: the file's metric columns, and the error of each one with a bad cell.

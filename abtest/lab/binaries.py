@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from abtest.domain import Release
+from abtest.config.domain import Release
 from abtest.errors import LabError
 from abtest.lab.build_progress import BuildProgress
 from abtest.lab.releases import DEFAULT_RELEASE

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtest.domain import Release, parse_release, skew_problem
+from abtest.config.domain import Release, parse_release, skew_problem
 from abtest.errors import LabError, UserError
 from abtest.lab import components, host, images, layout, pki, residue, runtimes, sshd
 from abtest.lab import nodes as lab_nodes

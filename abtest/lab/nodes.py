@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from abtest import datafiles
+from abtest.config import datafiles
 from abtest.errors import LabError, UserError
 from abtest.lab import components, host, images, layout, pki, runtimes
 from abtest.lab.files import PUBLIC_FILE, make_dir, write_file

@@ -1,6 +1,6 @@
 """Which Kubernetes release the lab runs, and whether the Go module proxy serves it.
 
-A release is named as upstream tags it (``v1.36.3``); :func:`abtest.domain.parse_release`
+A release is named as upstream tags it (``v1.36.3``); :func:`abtest.config.domain.parse_release`
 checks the name and the lab's minimum, :func:`served` asks the proxy before anything is
 built.
 """
@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from abtest.domain import Release
+from abtest.config.domain import Release
 
 #: the newest release where PLEGOnDemandRelist (upstream since v1.36, GA and locked on in
 #: v1.37) can be switched both ways: the lab's default

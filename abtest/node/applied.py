@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
+from abtest.config.playbook import NodeProfile
 from abtest.node.control import NodeController
 from abtest.node.records import ApplyRecord
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 
 

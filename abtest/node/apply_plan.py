@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
 from abtest.node import kubelet_config as kc
 from abtest.node import remote_files as rf
 from abtest.node.health import (

@@ -34,7 +34,8 @@ from typing import Any, NoReturn
 
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.nodes import configz, feature_enabled
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
+from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node import kubelet_sources as ks
@@ -61,7 +62,6 @@ from abtest.node.records import (
 from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
 from abtest.node.signals import SignalGuard
-from abtest.playbook import NodeProfile
 from abtest.store.db import Store
 from abtest.store.journal import (
     APPLIED,

@@ -17,11 +17,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from abtest.domain import Arm, Release, release_of, skew_problem
+from abtest.config.domain import Arm, Release, release_of, skew_problem
+from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
 from abtest.node.binary import check_path
 from abtest.node.session import NodeSession
-from abtest.playbook import NodeProfile
 
 # `--feature-gates mapStringBool   A set of key=value pairs ... Options are:\n
 #      APIResponseCompression=true|false (BETA - default=true)\n ...`

@@ -26,7 +26,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
 from abtest.errors import ConfigError, UserError
 
 KIND = "KubeletConfiguration"

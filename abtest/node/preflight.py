@@ -10,7 +10,8 @@ from typing import Any
 
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.nodes import configz, feature_enabled, node_status
-from abtest.domain import Scalar
+from abtest.config.domain import Scalar
+from abtest.config.playbook import NodeProfile, Workload
 from abtest.errors import AbtestError
 from abtest.node import kubelet_config as kc
 from abtest.node import kubelet_sources as ks
@@ -19,7 +20,6 @@ from abtest.node.control import BACKUP_SUFFIX
 from abtest.node.health import HealthWaiter, healthz_url, unknown_paths
 from abtest.node.lock import NodeLock
 from abtest.node.session import NodeSession
-from abtest.playbook import NodeProfile, Workload
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 

@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from abtest.domain import Scalar
-from abtest.errors import ApplyFailed, NodeError
+from abtest.config.domain import Scalar
+from abtest.errors import ApplyFailed, Interrupted, NodeError
 from abtest.node.health import HealthReport
-from abtest.node.signals import Interrupted
 
 
 class RestartTimes:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 from abtest.cluster.client import Cluster
 from abtest.cluster.nodes import node_status
+from abtest.config.playbook import NodeProfile
 from abtest.errors import ClusterError
 from abtest.node.health import Expectation, HealthReport, HealthWaiter, healthz_url, node_clock
 from abtest.node.session import NodeSession
 from abtest.node.signals import SignalGuard
-from abtest.playbook import NodeProfile
 
 
 def restart_and_wait(

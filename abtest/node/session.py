@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
-from abtest.closing import Closing
+from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
+from abtest.node.closing import Closing
 from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
-from abtest.playbook import NodeProfile
 
 #: An image reference: registry/name:tag or @digest. Nothing a shell would read as syntax.
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")

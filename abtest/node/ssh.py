@@ -30,10 +30,10 @@ from typing import Any, cast
 
 import paramiko
 
-from abtest.closing import Closing
+from abtest.config.playbook import SSHTarget
 from abtest.errors import HostKeyError, NodeError
+from abtest.node.closing import Closing
 from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
-from abtest.playbook import SSHTarget
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from paramiko.pkey import UnknownKeyType
 
+from abtest.config.playbook import SSHTarget
+from abtest.config.ssh_names import host_problem, port_problem, user_problem
+from abtest.config.yaml_input import read_text
 from abtest.errors import ConfigError, HostKeyError, NodeError, SSHConfigMissing
-from abtest.playbook import SSHTarget
-from abtest.ssh_names import host_problem, port_problem, user_problem
-from abtest.yaml_input import read_text
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class _Config(paramiko.SSHConfig):
 
 def expand_proxy_command(command: str, *, host: str, port: int, user: str) -> str:
     """OpenSSH's ProxyCommand tokens (%h host, %p port, %r user, %n the name as given, %%),
-    from values :mod:`abtest.ssh_names` already checked (no shell metacharacters)."""
+    from values :mod:`abtest.config.ssh_names` already checked (no shell metacharacters)."""
     out: list[str] = []
     i = 0
     values = {"h": host, "p": str(port), "r": user, "n": host, "%": "%"}

@@ -1,16 +1,16 @@
-"""Renders what stats computed: Markdown, HTML (with SVG plots), CSV, JSON.
+"""Renders what ``abtest.analysis`` computed: Markdown, HTML (with SVG plots), CSV, JSON.
 
-    model = build_model(store, run_id)          # abtest.stats on the stored rounds
+    model = build_model(store, run_id)          # abtest.app.report: stats on the stored rounds
     write_report(model, Path("reports/RUN"))    # report.md, report.html, *.csv, report.json
 
 or one format at a time: ``render_markdown(model)``, ``render_html(model)``,
 ``frames(model)`` (tidy CSV frames), ``to_json(model)``; figures: ``render_figures(model)``.
 """
 
+from abtest.analysis.model import ReportModel
 from abtest.report.fmt import Table
 from abtest.report.html import render_html
 from abtest.report.markdown import render_markdown
-from abtest.report.model import ReportModel, build_model
 from abtest.report.plots import Figure, render_figures
 from abtest.report.tables import ReportTables, build_tables
 from abtest.report.tidy import frames, to_json, write_csv, write_json
@@ -22,7 +22,6 @@ __all__ = [
     "ReportModel",
     "ReportTables",
     "Table",
-    "build_model",
     "build_tables",
     "frames",
     "render_figures",

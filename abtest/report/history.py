@@ -1,5 +1,5 @@
 """`abtest history` output: Markdown, HTML with a plot of the series and its change points,
-and JSON. Renders a :class:`~abtest.experiment.node_history.History`; computes nothing."""
+and JSON. Renders a :class:`~abtest.app.history.History`; computes nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the type only: a renderer never calls the use case
-    from abtest.experiment.node_history import History
+    from abtest.app.history import History
 
 FORMATS = ("md", "html", "json")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from abtest.analysis.model import ReportModel
 from abtest.report.markdown import summary_line
-from abtest.report.model import ReportModel
 from abtest.report.plots import Figure, render_figures
 from abtest.report.render import render_template
 from abtest.report.tables import build_tables

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
-from abtest.report.model import ReportModel
-from abtest.stats import Comparison
+from abtest.analysis.model import ReportModel
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Comparison
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from abtest.analysis.model import ReportModel
 from abtest.report.fmt import level
-from abtest.report.model import ReportModel
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

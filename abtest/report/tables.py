@@ -11,8 +11,9 @@ and formats them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from abtest.report.fleet import fleet_tables
+from abtest.analysis.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.fmt import (
     DASH,
     SENSITIVITY_HEADER,
@@ -27,7 +28,6 @@ from abtest.report.fmt import (
     p_value,
     with_ci,
 )
-from abtest.report.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.tables_detail import (
     acceptance_table,
     api_requests_table,
@@ -38,12 +38,15 @@ from abtest.report.tables_detail import (
     restarts_table,
     stages_table,
 )
+from abtest.report.tables_fleet import fleet_tables
 from abtest.report.tables_reference import (
     time_went_tables,
     two_way_headlines,
     two_way_tables,
 )
-from abtest.stats import Comparison
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Comparison
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,13 @@ stages, restarts. Formatting of the model only."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
+from abtest.analysis.model import METRIC_LABELS, ReportModel
 from abtest.report.fmt import DASH, Table, make_table, ms, num, p_value, with_ci
-from abtest.report.model import METRIC_LABELS, ReportModel
-from abtest.stats import Attribution, Comparison, FactorialEffects
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Attribution, Comparison, FactorialEffects
 
 
 def _saving(c: Comparison) -> str:

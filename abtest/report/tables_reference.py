@@ -4,12 +4,16 @@ and where the time went. Formatting of the model only."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
+from abtest.analysis.model import ReportModel
 from abtest.report.fmt import DASH, Table, level, make_table, num, p_value, with_ci
-from abtest.report.model import ReportModel
-from abtest.stats import Comparison
-from abtest.stats.phases import ItemChange, TimeWent
-from abtest.stats.twoway import TwoWay, TwoWayInteraction
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Comparison
+    from abtest.stats.phases import ItemChange, TimeWent
+    from abtest.stats.twoway import TwoWay, TwoWayInteraction
+
 
 TOP_STAGES = 3  # kubelet stages per (arm, size) in the main text; all of them are in the CSV
 

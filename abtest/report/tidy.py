@@ -25,15 +25,18 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from abtest.report.model import ReportModel
+from abtest.analysis.model import ReportModel
 from abtest.report.tidy_reference import reference_frames
-from abtest.stats import Comparison
-from abtest.stats.power import Detectable
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Comparison
+    from abtest.stats.power import Detectable
+
 
 ROUND_COLUMNS = (
     "id",

@@ -3,12 +3,14 @@ went (every phase and every kubelet stage, not only the top ones the report show
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from abtest.report.model import ReportModel
-from abtest.stats.phases import ItemChange
+from abtest.analysis.model import ReportModel
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats.phases import ItemChange
 
 
 def _ci(prefix: str, ci: tuple[float, float] | None) -> dict[str, float | None]:

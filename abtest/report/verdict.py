@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
-from abtest.stats import Decision
 from abtest.stats.contrast import NO_VARIATION
-from abtest.stats.gate import GateResult
+
+if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
+    from abtest.stats import Decision
+    from abtest.stats.gate import GateResult
+
 
 METRIC_NAMES = {
     "batch_ready_s": "batch ready time",

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from abtest.analysis.model import ReportModel
 from abtest.errors import UserError
 from abtest.report.html import render_html
 from abtest.report.junit_sweep import render_junit
 from abtest.report.markdown import render_markdown
-from abtest.report.model import ReportModel
 from abtest.report.plots import render_figures, standalone_svg
 from abtest.report.tidy import write_csv, write_json
 

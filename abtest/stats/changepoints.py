@@ -22,7 +22,8 @@ from abtest.errors import UserError
 
 #: Otava's significance level (its own default). A nightly gate pages on what it finds, so the
 #: false-alarm rate matters most: on flat 12-run series with the lab's noise 0.001 flags ~3 % of
-#: series, 0.01 ~13 % (tests/test_history_calibration.py; figures in docs/statistics.md).
+#: series, 0.01 ~13 % (tests/unit/stats/test_history_calibration.py; figures in
+#: docs/statistics.md).
 MAX_PVALUE = 0.001
 #: a change point needs runs on both sides of it; Otava's t-test needs two on a side
 MIN_RUNS = 6

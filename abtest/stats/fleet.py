@@ -32,7 +32,8 @@ issue 26 measured 73 % coverage for that node and 13.6-26.8 % false "nodes diffe
   freedom instead of ``n - 1`` (at least ``NODE_DF_FLOOR`` = 0.25, i.e. a 2-block node), and
   the total df is at least 1. The constant was chosen by simulation over a grid of fleets
   (2-4 nodes, 2-10 blocks, equal and 5x noise); the calibration tests
-  (``tests/test_stats_fleet_calibration.py``, figures in ``docs/statistics.md``) show 93-97 %
+  (``tests/unit/stats/test_stats_fleet_calibration.py``, figures in ``docs/statistics.md``)
+  show 93-97 %
   coverage and <= 5 % false "differs" with one node 5x noisier and with 3 vs 8 blocks. Where
   it is weaker: a node with only 2 blocks makes the interval conservative (99 % coverage at 2
   vs 2 blocks), which is the price of not assuming equal noise, and a 2-block node against 5-8

@@ -175,7 +175,7 @@ def lognormal_mean_interval(log_values: ArrayLike, confidence: float) -> TInterv
     scale, transformed back (``lo``/``hi``/``estimate`` are returned on the log scale; the
     caller exponentiates). Round times are skewed, and a plain t-interval on the raw values
     undercovers a mean of 5 blocks under heavy noise (90.6 % in the issue-26 audit); this
-    holds 93.8-94.7 % up to a log SD of 0.8 (``tests/test_stats_skew_calibration.py``).
+    holds 93.8-94.7 % up to a log SD of 0.8 (``tests/unit/stats/test_stats_skew_calibration.py``).
     """
     data = np.asarray(log_values, dtype=np.float64)
     n = data.shape[-1]

@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
+from abtest.config.margin import check_margin
 from abtest.errors import UserError
-from abtest.margin import check_margin
 from abtest.stats.contrast import estimate_contrast
 from abtest.stats.frame import check_rounds, rows_for
 from abtest.stats.intervals import FloatArray, check_confidence, pct_change_from_log_ratio

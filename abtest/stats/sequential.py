@@ -10,7 +10,7 @@ every look, is two-sided at ``1 - alpha / max_looks``. By the union bound each c
 interval at the look where the sweep stops covers its true value with probability at least
 ``confidence`` whatever the stopping rule, and a comparison whose true effect is 0 ends
 "resolved as non-zero" at most alpha of the time. (Holm across the arms of a table still
-applies on top, to the p-values, as in any report.) ``tests/test_until_resolved_units.py``
+applies on top, to the p-values, as in any report.) ``tests/unit/engine/test_until_resolved.py``
 measures both by simulation.
 """
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.config.paths import check_db_path
 from abtest.errors import StoreConflict, UserError
-from abtest.paths import check_db_path
 from abtest.store.pg import PgConnection, is_url, pg_ddl, redact
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 from abtest.store.tables import Arms, Rounds, Runs, Visits
@@ -84,7 +84,7 @@ def _opened(path: Path, change: int) -> int:
 
 
 def _open_sqlite(path: Path, where: str, given: bool) -> sqlite3.Connection:
-    """The SQLite file, checked first (abtest.paths.check_db_path): a folder, a file that is
+    """The SQLite file, checked first (abtest.config.paths.check_db_path): a folder, a file that is
     not a database or a --db in a missing folder is one UserError, not a traceback; a new
     file is created 0600 (_create_private)."""
     if _opened(path, 0) == 0:

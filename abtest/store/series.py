@@ -72,10 +72,13 @@ def base_config(store: Store, run_id: str, node: str) -> bytes | None:
     if not run:
         return None
     started, finished = run[0]
+    # a running run has no end; the clause is left out (PostgreSQL cannot type a bare NULL
+    # parameter in `? IS NULL`)
+    until = "" if finished is None else " AND created_at <= ?"
     rows = store.query(
         "SELECT original FROM node_journal WHERE node_name = ? AND kind = 'config' "
-        "AND created_at >= ? AND (? IS NULL OR created_at <= ?) ORDER BY id LIMIT 1",
-        (node, started, finished, finished),
+        f"AND created_at >= ?{until} ORDER BY id LIMIT 1",
+        (node, started) if finished is None else (node, started, finished),
     )
     return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
 

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 RoundKey = tuple[int, str, int, bool]
 
 
+def _insert_sql(table: str, cols: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+
+
 def _now() -> str:
     from abtest.store.db import now_iso  # db imports this module
 
@@ -35,6 +39,17 @@ class Runs:
         """What a sweep measures: its catalog, design and block-order seed."""
         self.store.update(
             "runs", {"id": run_id}, {"catalog_name": catalog, "design": design, "seed": seed}
+        )
+
+    def add(self, run_id: str, row: Mapping[str, Any]) -> None:
+        """A new run; StoreConflict when the id is taken (another controller's run)."""
+        self.store.insert("runs", {"id": run_id, "created_at": _now(), **row})
+
+    def finish(self, run_id: str, status: str, stop_reason: str | None) -> None:
+        self.store.update(
+            "runs",
+            {"id": run_id},
+            {"status": status, "finished_at": _now(), "stop_reason": stop_reason},
         )
 
     def reopen(self, run_id: str) -> None:
@@ -155,11 +170,29 @@ class Visits:
 
 
 class Rounds:
-    """Questions about the stored rounds (the rounds themselves are written by
-    :func:`abtest.batch.record.record_round`)."""
+    """The stored rounds: one written with every row that hangs off it, and questions about
+    them (:func:`abtest.batch.record.record_round` says what a round's rows are)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def add(
+        self,
+        row: Mapping[str, Any],
+        children: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]]]],
+    ) -> int:
+        """One round and its rows in the tables keyed by it (``(table, columns, rows)``, each
+        row without its ``round_id``) in one transaction, committed before returning: a crash
+        never leaves half a round. Returns the new rounds.id."""
+        with self.store.transaction() as conn:
+            round_id = int(conn.execute(_insert_sql("rounds", list(row)), list(row.values()))
+                           .lastrowid or 0)  # fmt: skip
+            for table, cols, rows in children:
+                if rows:
+                    conn.executemany(
+                        _insert_sql(table, ["round_id", *cols]), [(round_id, *r) for r in rows]
+                    )
+        return round_id
 
     def done_keys(self, run_id: str, node_name: str) -> set[RoundKey]:
         """The rounds of the run already on disk for this node (what --resume skips)."""

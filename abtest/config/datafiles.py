@@ -1,0 +1,81 @@
+"""Where the shipped data (gates/, playbooks/) lives, in a checkout and in an installed wheel.
+
+The top-level ``gates/`` and ``playbooks/`` folders are mapped into the wheel as
+``abtest/gates`` and ``abtest/playbooks`` (see pyproject.toml); an editable install reads
+them from the repository root instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from abtest.errors import ConfigError
+
+_NOUNS = {"gates": "catalog", "playbooks": "playbook"}
+
+
+def data_dir(kind: str) -> Path:
+    """The folder holding shipped files of one kind: ``gates`` or ``playbooks``."""
+    package = Path(__file__).resolve().parent.parent  # abtest/, above this config/
+    installed = package / kind  # inside an installed wheel
+    if installed.is_dir():
+        return installed
+    return package.parent / kind  # a checkout (editable install): the repository root
+
+
+def resolve(kind: str, name_or_path: str, suffix: str = ".yaml") -> Path:
+    """A user's argument is a path if it names an existing file, else a shipped name."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.is_file():
+        return candidate
+    if "/" in name_or_path or name_or_path.endswith(suffix):
+        shipped = data_dir(kind) / name_or_path.removeprefix(f"{kind}/")
+        if shipped.is_file():
+            return shipped
+        raise ConfigError("file not found", name_or_path, "check the path")
+    shipped = data_dir(kind) / f"{name_or_path}{suffix}"
+    if shipped.is_file():
+        return shipped
+    known = sorted(p.stem for p in data_dir(kind).glob(f"*{suffix}"))
+    raise ConfigError(
+        f"unknown {_NOUNS.get(kind, kind)} {name_or_path!r}",
+        kind,
+        f"use one of {', '.join(known)} or a path to a YAML file",
+    )
+
+
+# The one rule every command (node, batch, plan, gates, regress) applies to --profile, stated in
+# their --help and the README: an argument naming an existing file is that file; otherwise it
+# is a shipped name; never a silent switch from one to the other.
+PROFILE_RULE = (
+    "a path to an existing YAML file is that file; otherwise a shipped name (lab, "
+    "kubeadm-systemd; `nodes/NAME.yaml` also names one)"
+)
+_SHIPPED_NAME = re.compile(r"^(nodes/)?(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*?)(\.yaml)?$")
+
+
+def resolve_profile(name_or_path: str, base: Path | None = None) -> Path:
+    """Where a node profile named by a user is. A relative path is looked up in ``base`` (the
+    folder of the playbook whose ``profile:`` names it) or else the working folder; only when
+    no such file exists is the argument a shipped profile's name."""
+    where = "playbook profile:" if base is not None else "--profile"
+    if not name_or_path or "\x00" in name_or_path:
+        raise ConfigError("empty or invalid profile name", where, f"give {PROFILE_RULE}")
+    given = Path(name_or_path).expanduser()
+    candidate = given if given.is_absolute() or base is None else base / given
+    if candidate.is_file():
+        return candidate.resolve()
+    if candidate.is_dir():
+        raise ConfigError(f"{candidate} is a directory", where, "give a profile YAML file")
+    folder = data_dir("playbooks") / "nodes"
+    match = _SHIPPED_NAME.match(name_or_path)
+    if match and (folder / f"{match['name']}.yaml").is_file():
+        return folder / f"{match['name']}.yaml"
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+    raise ConfigError(
+        f"unknown node profile {name_or_path!r}: no file {str(candidate)!r} and no shipped "
+        "profile of that name",
+        where,
+        f"give a path to a profile YAML, or one of {known}",
+    )

@@ -1,0 +1,207 @@
+"""The regression gate measured live: reference and candidate node states as the two arms
+of the sweep engine, in randomized blocks, looking at fixed block counts and adding blocks
+while the verdict is INCONCLUSIVE (see ``regress.look_schedule`` and the Bonferroni spending
+in ``abtest.stats.regression``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from abtest.config.domain import Arm, Catalog, Scalar, parse_release
+from abtest.config.plan_options import PlanOptions
+from abtest.config.playbook import NodeProfile, Playbook, load_profile
+from abtest.engine.fleet import same_node
+from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
+from abtest.engine.nodekit import NodeKit
+from abtest.engine.schedule import build_schedule
+from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_plan import SweepPlan, check_plan_size, check_pod_renders
+from abtest.errors import AbtestError, UserError
+from abtest.node.binary import check_path
+from abtest.node.kubelet_config import parse_set_option
+from abtest.stats import overall_verdict
+from abtest.stats.gate import GateResult
+from abtest.store.db import Store
+
+
+class CouldNotMeasure(AbtestError):
+    """The gate could not produce a decision from real measurements (exit 4)."""
+
+    exit_code = 4
+
+
+@dataclass(frozen=True)
+class NodeState:
+    binary: str | None
+    settings: tuple[tuple[str, Scalar], ...]
+
+
+@dataclass(frozen=True)
+class LiveGateOptions:
+    profile: str
+    playbook: Playbook
+    reference: str
+    candidate: str
+    sizes: tuple[int, ...]
+    metrics: tuple[str, ...]
+    margin_pct: float
+    confidence: float
+    rounds: int
+    max_rounds: int
+    seed: int
+    accept_new_host_key: bool = False
+    #: the profile already loaded (with --kubeconfig/--context applied); None loads `profile`
+    node: NodeProfile | None = None
+    #: several nodes (repeated --profile): every one runs the schedule, blocks from all of
+    #: them make one verdict; () is `profile` alone. ``nodes``: the same, already loaded.
+    profiles: tuple[str, ...] = ()
+    nodes: tuple[NodeProfile, ...] = ()
+
+
+def parse_spec(spec: str, flag: str) -> NodeState:
+    """`default`, or comma-separated `binary=/path/on/node` (or `binary=vX.Y.Z`, a release
+    placed in the profile's kubelet.builds_dir) and `PATH=VALUE` settings."""
+    text = spec.strip()
+    if text in ("", "default"):
+        return NodeState(None, ())
+    binary: str | None = None
+    settings: list[tuple[str, Scalar]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item.startswith("binary="):
+            value = item.removeprefix("binary=")
+            binary = (
+                check_path(value, flag)
+                if value.startswith("/")
+                else parse_release(value, f"{flag} binary=").version
+            )
+            continue
+        try:
+            settings.append(parse_set_option(item))
+        except UserError as exc:
+            raise UserError(exc.what, flag, "e.g. featureGates.X=true,kubeAPIQPS=5") from None
+    return NodeState(binary, tuple(settings))
+
+
+def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
+    ref, cand = parse_spec(opts.reference, "--reference"), parse_spec(opts.candidate, "--candidate")
+    if (ref.binary, dict(ref.settings)) == (cand.binary, dict(cand.settings)):
+        # Measuring one node state against itself is no gate (issue 11 item 11).
+        raise UserError(
+            "the candidate is the same node state as the reference",
+            "--candidate",
+            "give the candidate's binary=... and/or settings; --reference defaults to the node",
+        )
+    arms = (
+        Arm("reference", frozenset(), ref.settings, ref.binary),
+        Arm("candidate", frozenset(), cand.settings, cand.binary),
+    )
+    pb = opts.playbook
+    names = opts.profiles or (opts.profile,)
+    nodes = opts.nodes or (
+        (opts.node,) if opts.node and len(names) == 1 else tuple(load_profile(n) for n in names)
+    )
+    same_node(nodes)
+    check_plan_size(len(arms), len(opts.sizes), blocks, pb.source)
+    check_pod_renders(pb, nodes)
+    schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)
+    catalog = Catalog("regress", "regress", "reference vs candidate", ())
+    return SweepPlan(
+        pb,
+        catalog,
+        (),
+        "regress",
+        arms,
+        schedule,
+        nodes,
+        PlanOptions(
+            playbook=pb.source,
+            profiles=names,
+            rounds=blocks,
+            sizes=opts.sizes,
+            seed=opts.seed,
+        ),
+    )
+
+
+def run_live(
+    opts: LiveGateOptions, store: Store, say: Callable[[str], None], kit: NodeKit | None = None
+) -> GateResult:
+    looks = look_schedule(opts.rounds, opts.max_rounds)
+    plan = build_gate_plan(opts, looks[-1])
+    sweep_opts = SweepOptions(kind="regress", accept_new_host_key=opts.accept_new_host_key)
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        if kind == "round_done":
+            s, r = data["slot"], data["result"]
+            ready = r.summary.batch_ready_s
+            say(
+                f"block {s.block + 1} {s.arm} {s.size} pods: "
+                f"{'-' if ready is None else f'{ready:.3f} s'}"
+                f"{'' if r.accepted else f' REJECTED ({r.reason})'}"
+            )
+        elif kind in ("arm_failed", "end"):
+            say(f"{kind}: {data.get('reason') or data.get('status')}")
+
+    run_id: str | None = None
+    for number, blocks in enumerate(looks, start=1):
+        say(f"look {number}/{len(looks)}: measuring up to {blocks} blocks")
+        result = run_sweep(
+            plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks, kit=kit
+        )
+        run_id = result.run_id
+        # an arm that failed to apply (e.g. a candidate kubelet that will not start) was
+        # rolled back by the node layer and recorded as failed; the gate cannot decide
+        failed = [
+            f"{arm} on {n.node_name}: {why.splitlines()[0] if why else 'no reason recorded'}"
+            for n in result.nodes
+            for arm, why in n.failed_arms.items()
+        ]
+        if failed:
+            raise CouldNotMeasure(f"run {run_id}: could not apply {'; '.join(failed)}")
+        rounds = analysable_rounds(store, run_id)
+        short = _short_of_rounds(rounds, opts.sizes)
+        if short:
+            if number == len(looks):
+                raise CouldNotMeasure(
+                    f"run {run_id}: too few accepted rounds ({short}); rounds were rejected, "
+                    "see `abtest report`"
+                )
+            continue  # rejected rounds: no decision at this look, more blocks come
+        decisions = decide(
+            rounds,
+            reference="reference",
+            candidate="candidate",
+            sizes=list(opts.sizes),
+            metrics=list(opts.metrics),
+            margin_pct=opts.margin_pct,
+            confidence=opts.confidence,
+            look=number,
+            max_looks=len(looks),
+        )
+        verdict = overall_verdict(decisions)
+        if verdict != "INCONCLUSIVE" or number == len(looks):
+            return GateResult(
+                decisions,
+                verdict,
+                number,
+                len(looks),
+                blocks,
+                f"live run {run_id} on {', '.join(p.node_name for p in plan.profiles)}",
+                run_id,
+            )
+    raise AssertionError("unreachable: the last look always returns")
+
+
+def _short_of_rounds(rounds: Any, sizes: tuple[int, ...]) -> str:
+    """Which (arm, size) have fewer than 2 accepted rounds ("" when none)."""
+    short = []
+    for size in sizes:
+        for arm in ("reference", "candidate"):
+            n = int(((rounds["arm"] == arm) & (rounds["size"] == size)).sum())
+            if n < 2:
+                short.append(f"{arm} at {size} pods: {n}")
+    return ", ".join(short)

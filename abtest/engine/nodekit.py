@@ -1,0 +1,285 @@
+"""What a sweep needs of a node and its API server, behind one seam.
+
+:class:`NodeKit` is what :class:`~abtest.engine.sweep.NodeSweep` is given: the cluster
+client, the pre-flight, the node controller (apply / restore, always undoable), the node
+session the batch engine asks about sandboxes, and one batch round. :class:`RealNodes` is
+the default and reaches real nodes over SSH and the real API server; the test package ships
+a scripted fake node (``tests/fake_node.py``) so the sweep's orchestration (visits, resume,
+failed arms, signals across worker threads) is tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Protocol
+
+from abtest.batch.model import RoundResult
+from abtest.batch.round import run_round
+from abtest.batch.run_record import probe_environment
+from abtest.batch.template import round_selector
+from abtest.cluster.client import Cluster, Forbidden, connect
+from abtest.cluster.environment import server_version
+from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
+from abtest.cluster.nodes import node_names, node_status
+from abtest.cluster.pods import count_pods, list_pods
+from abtest.cluster.runtimeclasses import runtime_class_handler
+from abtest.config.domain import Scalar
+from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.errors import ClusterError, NodeError
+from abtest.node.binary import KubeletBinary
+from abtest.node.control import NodeController
+from abtest.node.kubelet_build import KubeletBuild, read_build
+from abtest.node.preflight import check as preflight_check
+from abtest.node.records import ApplyRecord, RestoreRecord
+from abtest.node.session import NodeSession
+from abtest.node.signals import SignalGuard
+from abtest.store.db import Store
+from abtest.store.journal import Journal
+
+Progress = Callable[[str], None]
+
+
+class NodeControl(Protocol):
+    """The part of :class:`~abtest.node.control.NodeController` a sweep uses."""
+
+    guard: SignalGuard
+
+    def __enter__(self) -> NodeControl: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def apply(
+        self, settings: Mapping[str, Scalar], *, check_known: bool = ..., force_restart: bool = ...
+    ) -> ApplyRecord: ...
+
+    def restore(self) -> RestoreRecord: ...
+
+    def has_pending_change(self) -> bool: ...
+
+    def install_kubelet_binary(self, candidate: str | None) -> str: ...
+
+
+class NodeAccess(Protocol):
+    """The part of :class:`~abtest.node.session.NodeSession` the batch engine uses."""
+
+    def __enter__(self) -> NodeAccess: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def sandbox_count(self) -> int: ...
+
+    def remove_stopped_sandboxes(self, namespace: str) -> int: ...
+
+    def runtime_handlers(self) -> frozenset[str] | None: ...
+
+    def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None: ...
+
+    def clean_round_sandboxes(self, namespace: str, round_tag: str) -> int: ...
+
+
+class NodeKit(Protocol):
+    """Everything a sweep reaches a node and its API server through."""
+
+    def cluster(self, profile: NodeProfile, *, pool_size: int) -> Cluster: ...
+
+    def environment(self, profile: NodeProfile) -> dict[str, Any]: ...
+
+    def cluster_nodes(self, profile: NodeProfile) -> list[str] | None: ...
+
+    def preflight(
+        self,
+        profile: NodeProfile,
+        cluster: Cluster,
+        *,
+        settings: Mapping[str, Scalar],
+        binaries: list[str],
+        image: str,
+        namespace: str,
+        store: Store,
+        accept_new_host_key: bool,
+    ) -> list[str]: ...
+
+    def ensure_namespace(self, cluster: Cluster, namespace: str) -> None: ...
+
+    def kubelet_builds(
+        self, profile: NodeProfile, paths: list[str]
+    ) -> dict[str, KubeletBuild | None]: ...
+
+    def api_server_version(self, cluster: Cluster) -> str | None: ...
+
+    def kubelet_version(self, cluster: Cluster, node_name: str) -> str: ...
+
+    def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None: ...
+
+    def round_pods(
+        self, cluster: Cluster, namespace: str, round_tag: str
+    ) -> list[dict[str, Any]]: ...
+
+    def controller(
+        self,
+        profile: NodeProfile,
+        store: Store,
+        *,
+        accept_new_host_key: bool,
+        break_lock: bool,
+        progress: Progress,
+    ) -> NodeControl: ...
+
+    def session(self, profile: NodeProfile) -> NodeAccess: ...
+
+    def run_round(
+        self,
+        cluster: Cluster,
+        *,
+        node_name: str,
+        namespace: str,
+        size: int,
+        run_id: str,
+        workload: Workload,
+        generator: Generator,
+        sandbox_count: Callable[[], int],
+        reap_sandboxes: Callable[[], int],
+        clean_sandboxes: Callable[[str], int] | None = None,
+        verify: Callable[[str], str | None] | None = None,
+    ) -> RoundResult: ...
+
+
+class RealNodes:
+    """Real nodes over SSH, the real API server (the default)."""
+
+    def cluster(self, profile: NodeProfile, *, pool_size: int) -> Cluster:
+        return connect(profile.kubeconfig, context=profile.kube_context, pool_size=pool_size)
+
+    def cluster_nodes(self, profile: NodeProfile) -> list[str] | None:
+        """The nodes of the profile's cluster (read only: the fleet checks run first); None
+        when these credentials may not list nodes (the pre-flight only gets its own)."""
+        try:
+            return node_names(connect(profile.kubeconfig, context=profile.kube_context))
+        except Forbidden:
+            return None
+
+    def environment(self, profile: NodeProfile) -> dict[str, Any]:
+        return probe_environment(
+            connect(profile.kubeconfig, context=profile.kube_context), profile.node_name
+        )
+
+    def preflight(
+        self,
+        profile: NodeProfile,
+        cluster: Cluster,
+        *,
+        settings: Mapping[str, Scalar],
+        binaries: list[str],
+        image: str,
+        namespace: str,
+        store: Store,
+        accept_new_host_key: bool,
+    ) -> list[str]:
+        """Every problem that stops this node from taking part; nothing is changed."""
+        report = preflight_check(
+            profile, settings, store=store, image=image, accept_new_host_key=accept_new_host_key
+        )
+        problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
+        if binaries:
+            with NodeSession(profile) as session:
+                installer = KubeletBinary(session, Journal(store))
+                for path in binaries:
+                    try:
+                        installer.require_candidate(path)
+                    except NodeError as exc:
+                        problems.append(str(exc))
+        leftover = 0
+        try:
+            check_owned(cluster, namespace)
+        except NamespaceNotOwned as exc:
+            problems.append(str(exc))
+        except ClusterError:
+            pass  # it does not exist yet: created right after the pre-flight
+        else:
+            leftover = count_pods(cluster, namespace, "")
+        if leftover:
+            problems.append(f"namespace {namespace}: {leftover} pods already there")
+        return problems
+
+    def ensure_namespace(self, cluster: Cluster, namespace: str) -> None:
+        ensure_namespace(cluster, namespace)
+
+    def kubelet_builds(
+        self, profile: NodeProfile, paths: list[str]
+    ) -> dict[str, KubeletBuild | None]:
+        """Each kubelet binary's version and known gates, read on the node (None: missing
+        or does not run)."""
+        with NodeSession(profile) as session:
+            return {path: read_build(session, path) for path in dict.fromkeys(paths)}
+
+    def api_server_version(self, cluster: Cluster) -> str | None:
+        return str(server_version(cluster).get("git_version") or "") or None
+
+    def kubelet_version(self, cluster: Cluster, node_name: str) -> str:
+        return node_status(cluster, node_name).kubelet_version
+
+    def runtime_class_handler(self, cluster: Cluster, name: str) -> str | None:
+        return runtime_class_handler(cluster, name)
+
+    def round_pods(self, cluster: Cluster, namespace: str, round_tag: str) -> list[dict[str, Any]]:
+        return list_pods(cluster, namespace, round_selector(round_tag))[0]
+
+    def controller(
+        self,
+        profile: NodeProfile,
+        store: Store,
+        *,
+        accept_new_host_key: bool,
+        break_lock: bool,
+        progress: Progress,
+    ) -> NodeControl:
+        return NodeController(
+            profile,
+            store,
+            accept_new_host_key=accept_new_host_key,
+            break_lock=break_lock,
+            progress=progress,
+        )
+
+    def session(self, profile: NodeProfile) -> NodeAccess:
+        return NodeSession(profile)
+
+    def run_round(
+        self,
+        cluster: Cluster,
+        *,
+        node_name: str,
+        namespace: str,
+        size: int,
+        run_id: str,
+        workload: Workload,
+        generator: Generator,
+        sandbox_count: Callable[[], int],
+        reap_sandboxes: Callable[[], int],
+        clean_sandboxes: Callable[[str], int] | None = None,
+        verify: Callable[[str], str | None] | None = None,
+    ) -> RoundResult:
+        return run_round(
+            cluster,
+            node_name=node_name,
+            namespace=namespace,
+            size=size,
+            run_id=run_id,
+            workload=workload,
+            generator=generator,
+            sandbox_count=sandbox_count,
+            reap_sandboxes=reap_sandboxes,
+            clean_sandboxes=clean_sandboxes,
+            verify=verify,
+        )

@@ -1,1 +1,0 @@
-"""The sweep: which arms to run (design), in which order (schedule), and running them."""

@@ -1,0 +1,122 @@
+"""`abtest history`: a node's series across runs, change points by Apache Otava, what changed,
+the outputs, the nightly alarm, and the bad inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from history_store import NODE, add_runs
+from typer.testing import CliRunner
+
+from abtest.app.history import HistoryRequest, history
+from abtest.cli.main import app
+from abtest.errors import UserError
+from abtest.stats.changepoints import MIN_RUNS
+from abtest.store.db import Store
+
+STEP = [5.0] * 5 + [5.6] * 5  # +12 % from run 6 on, with a kubelet swap there
+KUBELET = ["v1.36.0"] * 5 + ["v1.36.1"] * 5
+
+
+def test_a_step_is_found_at_its_run_with_its_size_and_what_changed(store: Store) -> None:
+    ids = add_runs(store, STEP, kubelet=KUBELET)
+    h = history(HistoryRequest(node=NODE, db=store.path))
+    assert (h.arm, h.size, len(h.figures)) == ("baseline", 10, 10)
+    assert [f.run_id for f in h.figures] == ids
+    (cp,) = h.change_points
+    assert cp.index == 5 and cp.run_id == ids[5] and cp.slower
+    assert cp.step_low is not None and cp.step_high is not None
+    assert cp.step_low < 12.0 < cp.step_high and cp.step_low > 5
+    assert h.changed[0]["kubelet_version"] == ["v1.36.0", "v1.36.1"]
+    assert h.changed[0]["config_sha256"] == ["cfg-v1.36.0", "cfg-v1.36.1"]
+    assert all(f.low is not None and f.low < f.value < (f.high or 0) for f in h.figures)
+
+
+def test_what_changed_names_the_kubelet_settings_the_runs_found_different(
+    store: Store,
+) -> None:
+    base = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+    before = base + "kubeAPIQPS: 50\nfeatureGates: {A: true}\n"
+    after = base + "kubeAPIQPS: 8\nfeatureGates: {A: true, B: false}\n"
+    add_runs(store, STEP, configs=[before] * 5 + [after] * 5)
+    h = history(HistoryRequest(node=NODE, db=store.path))
+    (changed,) = h.changed
+    assert changed["config.kubeAPIQPS"] == [50, 8]
+    assert changed["config.featureGates.B"] == [None, False]
+    assert "config.featureGates.A" not in changed  # unchanged settings are not listed
+
+
+def test_a_pool_of_nodes_is_one_series_over_the_runs_of_both(store: Store) -> None:
+    ids = add_runs(store, STEP, kubelet=KUBELET, nodes=(NODE, "node-i"))
+    h = history(HistoryRequest(node=(NODE, "node-i"), db=store.path))
+    assert h.node == f"{NODE}+node-i" and h.figures[0].rounds == 10  # 5 rounds on each node
+    (cp,) = h.change_points
+    assert cp.run_id == ids[5] and h.changed[0]["kubelet_version"] == ["v1.36.0", "v1.36.1"]
+    r = CliRunner().invoke(
+        app, ["history", "--node", NODE, "--node", "node-i", "--db", str(store.path), "--out",
+              str(store.path.parent / "pool")],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+
+
+def test_a_flat_series_has_no_change_point(store: Store) -> None:
+    add_runs(store, [5.0] * 10)
+    assert history(HistoryRequest(node=NODE, db=store.path)).change_points == []
+
+
+def test_the_cli_writes_md_html_json_and_pages_on_a_new_slowdown(
+    tmp_path: Path, store: Store
+) -> None:
+    add_runs(store, STEP, kubelet=KUBELET)
+    out = tmp_path / "h"
+    args = ["history", "--node", NODE, "--db", str(store.path), "--out", str(out)]
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "5"])
+    assert r.exit_code == 1, r.output  # the step is at run 6 of 10: within the last 5
+    assert "ALARM" in r.output and "kubelet_version: v1.36.0 -> v1.36.1" in r.output
+    doc = json.loads((out / "history.json").read_text())
+    assert doc["detector"]["name"] == "apache-otava" and len(doc["runs"]) == 10
+    assert doc["change_points"][0]["slower"] and doc["alarms"]
+    page = (out / "history.html").read_text()
+    assert "data:image/png;base64," in page and "v1.36.1" in page
+    assert (out / "history.png").read_bytes()[:4] == b"\x89PNG"
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "4"])  # older than the last 4 runs
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["change_points"][0]["index"] == 5
+
+
+def test_a_faster_change_does_not_page(tmp_path: Path, store: Store) -> None:
+    add_runs(store, [5.6] * 5 + [5.0] * 5)
+    args = ["history", "--node", NODE, "--db", str(store.path), "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "8"])
+    assert r.exit_code == 0 and "faster" in r.output, r.output
+
+
+def test_too_few_runs_says_how_many_it_needs(store: Store) -> None:
+    add_runs(store, [5.0] * (MIN_RUNS - 1))
+    with pytest.raises(UserError, match=f"has {MIN_RUNS - 1} run.*at least {MIN_RUNS}"):
+        history(HistoryRequest(node=NODE, db=store.path))
+    r = CliRunner().invoke(app, ["history", "--node", NODE, "--db", str(store.path)])
+    assert isinstance(r.exception, UserError) and r.exception.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        ({"node": "nowhere"}, "no accepted rounds"),
+        ({"arm": "+gate"}, "no rounds of arm"),
+        ({"size": 99}, "never measured at 99"),
+        ({"metric": "nope"}, "unknown metric"),
+        ({"fail_on_new": 0}, "at least 1"),
+    ],
+)
+def test_bad_history_requests_say_what_is_wrong(
+    store: Store, kw: dict[str, Any], says: str
+) -> None:
+    add_runs(store, [5.0] * MIN_RUNS)
+    base: dict[str, Any] = {"node": NODE, "db": store.path}
+    with pytest.raises(UserError, match=says):
+        history(HistoryRequest(**(base | kw)))

@@ -1,0 +1,396 @@
+"""The gap between rounds, cut further (issue 15 section 2), without a cluster or a node.
+
+- The round's events are listed as of one resourceVersion read before anything is deleted,
+  in a thread that runs while the pods are deleted and the node is cleaned: what the round
+  stores is what a listing at that moment held (not the deletion's own events), the wait for
+  the listing is a lap of the gap and the listing's own time overlapping detail.
+- A round's running sandboxes are stopped by several ``sandbox_stop`` commands at once (crictl
+  stops its ids one after another), each naming only checked ids of this round, and nothing
+  is removed unless every one of them stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+import urllib3
+from test_cleanup_fast import DECOYS, FakeSSH, listing, sandbox, session, sid
+
+from abtest.batch import round as round_mod
+from abtest.batch.collect import EventsListing
+from abtest.batch.gaps import AFTER, phase_total
+from abtest.batch.generator import CreateRecord, SubmitResult
+from abtest.batch.model import EventRecord
+from abtest.cluster import pods
+from abtest.config.playbook import Generator
+from abtest.errors import ClusterError, NodeError
+from abtest.node import session as session_mod
+from abtest.node.session import STOP_COMMANDS_AT_ONCE, split_ids
+from abtest.node.ssh import Result
+
+# --- the API side: events as of one resourceVersion ------------------------------------------
+
+
+class Resp:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+
+    def release_conn(self) -> None:
+        pass
+
+
+def event(name: str, pod: str, reason: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "involvedObject": {"kind": "Pod", "name": pod},
+        "reason": reason,
+        "message": f"{reason} {pod}",
+        "count": count,
+        "type": "Normal",
+    }
+
+
+class EventStore:
+    """A namespace's pod events with resourceVersions, as the API server keeps them: a list
+    at an exact resourceVersion returns them as they were then (an event written later is
+    absent, one updated later has its old count)."""
+
+    def __init__(self) -> None:
+        self.rv = 100
+        self.history: list[tuple[int, dict[str, Any]]] = []  # (rv, the event as of rv)
+        self.calls: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.hold: threading.Event | None = None  # an exact listing waits for it
+        self.held_until_set: bool | None = None
+
+    def write(self, ev: dict[str, Any]) -> None:
+        with self.lock:
+            self.rv += 1
+            self.history.append((self.rv, json.loads(json.dumps(ev))))
+
+    def at(self, rv: int) -> list[dict[str, Any]]:
+        latest: dict[str, dict[str, Any]] = {}
+        for at, ev in self.history:
+            if at <= rv:
+                latest[ev["metadata"]["name"]] = ev
+        return list(latest.values())
+
+    def list_namespaced_event(self, namespace: str, **kw: Any) -> Resp:
+        with self.lock:
+            self.calls.append(kw)
+            now = self.rv
+        if kw.get("limit") == 1:
+            return Resp({"metadata": {"resourceVersion": str(now)}, "items": self.at(now)[:1]})
+        if kw.get("resource_version") is not None:
+            assert kw.get("resource_version_match") == "Exact"
+            if self.hold is not None:
+                self.held_until_set = self.hold.wait(10)
+            return Resp({"metadata": {}, "items": self.at(int(kw["resource_version"]))})
+        return Resp({"metadata": {"resourceVersion": str(now)}, "items": self.at(now)})
+
+
+class FakeCluster:
+    def __init__(self, core: Any) -> None:
+        self.core = core
+
+
+def test_the_version_is_read_with_a_one_item_list() -> None:
+    store = EventStore()
+    store.write(event("e1", "p1", "Scheduled"))
+    assert pods.pod_events_version(FakeCluster(store), "abtest") == "101"  # type: ignore[arg-type]
+    (call,) = store.calls
+    assert call["limit"] == 1 and call["field_selector"] == "involvedObject.kind=Pod"
+    assert call["_request_timeout"] is not None
+
+
+def test_an_exact_listing_holds_the_events_as_they_were_then() -> None:
+    store = EventStore()
+    store.write(event("e1", "p1", "Scheduled"))
+    store.write(event("e2", "p1", "BackOff", count=1))
+    cluster: Any = FakeCluster(store)
+    rv = pods.pod_events_version(cluster, "abtest")
+    store.write(event("e2", "p1", "BackOff", count=3))  # updated since
+    store.write(event("e3", "p1", "Killing"))  # written since
+    got = pods.list_pod_events(cluster, "abtest", {"p1"}, resource_version=rv)
+    assert [(e["reason"], e["count"]) for e in got] == [("Scheduled", 1), ("BackOff", 1)]
+    assert store.calls[-1]["resource_version"] == rv
+    assert store.calls[-1]["_request_timeout"] is not None
+    # without one: as now (as before)
+    now = pods.list_pod_events(cluster, "abtest", {"p1"})
+    assert [(e["reason"], e["count"]) for e in now] == [
+        ("Scheduled", 1),
+        ("BackOff", 3),
+        ("Killing", 1),
+    ]
+
+
+def test_a_failed_listing_is_raised_by_result_not_dropped() -> None:
+    class Failing(EventStore):
+        def list_namespaced_event(self, namespace: str, **kw: Any) -> Resp:
+            if kw.get("limit") == 1:
+                return super().list_namespaced_event(namespace, **kw)
+            raise urllib3.exceptions.ProtocolError("connection reset")
+
+    listing_ = EventsListing(FakeCluster(Failing()), "abtest", {"p1"})  # type: ignore[arg-type]
+    with pytest.raises(ClusterError, match="connection reset"):
+        listing_.result()
+    assert listing_.seconds is not None
+
+
+# --- the round: events as of before the delete, listed while the cleanup runs ----------------
+
+
+class FakeWatch:
+    """Stands in for PodWatch: the fake submit reports every pod Ready through it."""
+
+    made: ClassVar[list[FakeWatch]] = []
+
+    def __init__(self, cluster: Any, namespace: str, selector: str, on_event: Any, **kw: Any):
+        self.on_event = on_event
+        self.error = None
+        self.restarts = self.relists = 0
+        self.last_error = None
+        FakeWatch.made.append(self)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def ready_pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "creationTimestamp": "2026-11-30T20:00:00Z"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+@pytest.fixture()
+def fake_round(monkeypatch: pytest.MonkeyPatch) -> EventStore:
+    """run_round against an event store: each pod gets Scheduled and Started events when it
+    is created; the delete writes a Killing event per pod (as the kubelet does) and lets a
+    held exact listing go on."""
+    store = EventStore()
+    store.write(event("old", "p-of-an-earlier-round", "Started"))
+    deleted = threading.Event()
+    store.hold = deleted
+    FakeWatch.made.clear()
+    names: list[str] = []
+
+    def submit(cluster: Any, namespace: str, rendered: list[Any], **kw: Any) -> SubmitResult:
+        now = time.monotonic()
+        for p in rendered:
+            names.append(p.name)
+            store.write(event(f"{p.name}.s", p.name, "Scheduled"))
+            store.write(event(f"{p.name}.t", p.name, "Started"))
+            FakeWatch.made[-1].on_event("MODIFIED", ready_pod(p.name), now)
+        creates = [CreateRecord(p.name, now, now, 201, 1) for p in rendered]
+        return SubmitResult(creates, now, now, 0.0, 0.0)
+
+    def delete_pods(cluster: Any, namespace: str, selector: str) -> None:
+        for n in names:
+            store.write(event(f"{n}.k", n, "Killing"))
+        deleted.set()
+
+    monkeypatch.setattr(round_mod, "check_owned", lambda c, n: None)
+    monkeypatch.setattr(round_mod, "PodWatch", FakeWatch)
+    monkeypatch.setattr(round_mod, "submit", submit)
+    monkeypatch.setattr(round_mod, "delete_pods", delete_pods)
+    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 0)
+    return store
+
+
+def _run(store: EventStore) -> Any:
+    return round_mod.run_round(
+        FakeCluster(store),  # type: ignore[arg-type]
+        node_name="n1",
+        namespace="abtest",
+        size=3,
+        run_id="r",
+        generator=Generator(timeout_s=30.0, observe_s=0.0),
+        scrape_metrics=False,
+    )
+
+
+def test_the_round_stores_its_events_as_of_before_the_delete(fake_round: EventStore) -> None:
+    result = _run(fake_round)
+    names = [p.name for p in result.pods]
+    want = [
+        EventRecord(n, r, f"{r} {n}", 1, "Normal") for n in names for r in ("Scheduled", "Started")
+    ]
+    # neither the deletion's Killing events nor the earlier round's
+    assert sorted(result.events, key=repr) == sorted(want, key=repr)
+
+
+def test_the_events_listing_runs_while_the_pods_are_deleted(fake_round: EventStore) -> None:
+    result = _run(fake_round)
+    # the listing (held until the delete) was in flight when the delete happened
+    assert fake_round.held_until_set is True
+    assert len(result.events) == 6
+    after = [p for p in result.gap_parts if p.phase == AFTER]
+    laps = [p.part for p in after if p.summed]
+    assert laps == [
+        "watch_stop",
+        "events",
+        "metrics_after",
+        "judge",
+        "delete_call",
+        "api_gone",
+        "events_wait",
+    ]
+    detail = {p.part: p.seconds for p in after if not p.summed}
+    assert detail["events_list"] >= 0
+    assert phase_total(result.gap_parts, AFTER) == pytest.approx(
+        sum(p.seconds for p in after if p.summed)
+    )
+
+
+def test_a_failed_events_listing_fails_the_round_after_its_cleanup(
+    fake_round: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deletes: list[str] = []
+    # the fixture's fake, patched onto the module (round re-exports no delete_pods of its own)
+    real_delete: Callable[[Any, str, str], None] = vars(round_mod)["delete_pods"]
+
+    def delete(cluster: Any, namespace: str, selector: str) -> None:
+        deletes.append(selector)
+        real_delete(cluster, namespace, selector)
+
+    monkeypatch.setattr(round_mod, "delete_pods", delete)
+    real_list = fake_round.list_namespaced_event
+
+    def failing(namespace: str, **kw: Any) -> Resp:
+        if kw.get("resource_version") is not None:
+            raise urllib3.exceptions.ProtocolError("connection reset")
+        return real_list(namespace, **kw)
+
+    monkeypatch.setattr(fake_round, "list_namespaced_event", failing)
+    with pytest.raises(ClusterError, match="connection reset") as info:
+        _run(fake_round)
+    assert deletes  # the pods were deleted all the same
+    assert not any("failed too" in n for n in getattr(info.value, "__notes__", []))
+
+
+# --- the node side: stops at once, in shares ---------------------------------------------------
+
+
+def test_ids_are_split_into_nearly_equal_shares_in_order() -> None:
+    ids = [sid(i) for i in range(10)]
+    shares = split_ids(ids, 4)
+    assert [len(s) for s in shares] == [3, 3, 2, 2]
+    assert [i for s in shares for i in s] == ids
+    assert split_ids(ids[:2], 4) == [(ids[0],), (ids[1],)]
+    assert split_ids([], 4) == []
+    assert split_ids(ids, 1) == [tuple(ids)]
+
+
+class ConcurrentSSH(FakeSSH):
+    """FakeSSH whose stop commands wait for each other: they pass only if they all run at
+    once (a barrier), else the barrier breaks and the stop fails."""
+
+    def __init__(self, out: str, parties: int, **kw: Any) -> None:
+        super().__init__(out, **kw)
+        self.barrier = threading.Barrier(parties)
+        self.lock = threading.Lock()
+        self.met = True
+
+    def run_shell(self, command: str, *, sudo: bool, timeout: float) -> Result:
+        if command.startswith("crictl stopp"):
+            try:
+                self.barrier.wait(10)
+            except threading.BrokenBarrierError:
+                self.met = False
+        with self.lock:
+            return super().run_shell(command, sudo=sudo, timeout=timeout)
+
+
+def test_a_big_rounds_sandboxes_are_stopped_by_several_commands_at_once() -> None:
+    boxes = [sandbox(i) for i in range(20, 170)]  # 150 running
+    fake = ConcurrentSSH(listing(*boxes, sandbox(5, state="SANDBOX_NOTREADY"), *DECOYS), 4)
+    assert STOP_COMMANDS_AT_ONCE == 4
+    assert session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e") == 151
+    assert fake.met, "the stop commands did not run at the same time"
+    verbs = [c.split()[1] for c in fake.commands]
+    assert verbs[0] == "pods" and verbs[-1] == "rmp" and verbs.count("stopp") == 4
+    stopped = [i for ids in fake.ids_in("stopp") for i in ids]
+    assert sorted(stopped) == sorted(sid(i) for i in range(20, 170))  # each once
+    assert len(stopped) == len(set(stopped))
+    assert sorted(fake.ids_in("rmp")[0]) == sorted([*stopped, sid(5)])
+    decoy_ids = {d["id"] for d in DECOYS}
+    assert not decoy_ids & {i for c in fake.commands for i in c.split()}
+
+
+def test_a_share_that_raced_the_kubelet_means_nothing_is_removed_this_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    err = 'E1130 rpc error: code = NotFound desc = an error occurred when try to find sandbox "x"'
+    fake = FakeSSH(listing(*(sandbox(i) for i in range(1, 9))))
+    real = fake.run_shell
+
+    def one_share_races(command: str, *, sudo: bool, timeout: float) -> Result:
+        if command.startswith("crictl stopp") and sid(1) in command:
+            fake.commands.append(command)
+            return Result(command, 1, "", err)
+        return real(command, sudo=sudo, timeout=timeout)
+
+    monkeypatch.setattr(fake, "run_shell", one_share_races)
+    assert session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e") == 0
+    assert len(fake.ids_in("stopp")) == 4 and fake.ids_in("rmp") == []
+
+
+def test_a_share_that_really_failed_is_a_node_error_and_nothing_is_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    err = 'E1130 rpc error: code = NotFound desc = sandbox "x"'
+    fake = FakeSSH(listing(*(sandbox(i) for i in range(1, 9))))
+    real = fake.run_shell
+
+    def failing(command: str, *, sudo: bool, timeout: float) -> Result:
+        if command.startswith("crictl stopp") and sid(1) in command:
+            fake.commands.append(command)
+            return Result(command, 1, "", "permission denied")
+        if command.startswith("crictl stopp") and sid(8) in command:
+            fake.commands.append(command)
+            return Result(command, 1, "", err)  # a race in another share changes nothing
+        return real(command, sudo=sudo, timeout=timeout)
+
+    monkeypatch.setattr(fake, "run_shell", failing)
+    with pytest.raises(NodeError, match="permission denied"):
+        session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e")
+    assert fake.ids_in("rmp") == []
+
+
+def test_a_small_round_is_stopped_by_one_command_per_sandbox() -> None:
+    fake = FakeSSH(listing(sandbox(1), sandbox(2)))
+    assert session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e") == 2
+    assert sorted(fake.ids_in("stopp")) == [[sid(1)], [sid(2)]]
+    assert session_mod.split_ids([sid(1)], STOP_COMMANDS_AT_ONCE) == [(sid(1),)]
+
+
+# seen on the lab (20-pod rounds, 3 of 5): the kubelet's own stop of the same sandbox tore its
+# network down first; before, this counted as a failed removal and paused the cleanup 0.5 s
+CNI_RACE = (
+    'time="2026-11-30T20:00:32Z" level=error msg="StopPodSandbox for \\"b98b\\" failed" '
+    'error="failed to destroy network for sandbox \\"b98b\\": plugin type=\\"bridge\\" failed '
+    '(delete): failed to delete \\"eth0\\": no such device" podSandboxID="b98b"\n'
+    'time="2026-11-30T20:00:32Z" level=fatal msg="stopping the pod sandbox \\"b98b\\": rpc '
+    'error: code = Unknown desc = failed to destroy network for sandbox \\"b98b\\": plugin '
+    'type=\\"bridge\\" failed (delete): failed to delete \\"eth0\\": no such device"\n'
+)
+
+
+def test_a_stop_whose_network_was_torn_down_by_the_kubelet_is_a_race() -> None:
+    assert session_mod.only_removal_races(CNI_RACE)
+    assert not session_mod.only_removal_races(
+        'level=fatal msg="failed to destroy network: plugin type=\\"bridge\\" failed (delete): '
+        'permission denied"'
+    )
+    fake = FakeSSH(listing(sandbox(1)), stop=(1, CNI_RACE))
+    assert session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e") == 0  # no NodeError
+    assert fake.ids_in("rmp") == []  # and nothing removed this pass

@@ -1,0 +1,191 @@
+"""Issue 11, items 11, 13-15 at the `abtest regress` surface: usage errors exit 2, a missing
+interval says why, the JSON keeps what the decision was made from, and the rounds CSV refuses
+what would silently shrink an interval."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abtest.engine.gate_rounds import rounds_of_two_runs
+from abtest.errors import UserError
+from abtest.report.verdict import describe, markdown_summary
+from abtest.stats import regression_decision
+from abtest.stats.contrast import NO_VARIATION
+from abtest.stats.gate import GateResult
+from abtest.store.db import Store
+
+REF = [4.00, 4.32, 3.80, 4.12, 3.88, 4.20]
+WOBBLE = [1.004, 0.997, 1.002, 0.996, 1.003, 0.998]
+
+
+def _csv(path: Path, ratio: float = 1.0, wobble: bool = True, extra: str = "") -> Path:
+    lines = ["arm,size,block,batch_ready_s,p95_s"]
+    for b, ref in enumerate(REF):
+        cand = ref * ratio * (WOBBLE[b] if wobble else 1.0)
+        lines.append(f"ref,150,{b},{ref!r},{ref * 0.9!r}")
+        lines.append(f"cand,150,{b},{cand!r},{cand * 0.9!r}")
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+def _regress(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "abtest", "regress", *args], capture_output=True, text=True
+    )
+
+
+# ---------------------------------------------------------------- item 11
+
+
+def test_same_arm_as_reference_and_candidate_is_a_usage_error(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "rounds.csv")
+    proc = _regress("--csv", str(data), "--reference", "cand", "--candidate", "cand", "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "same arm" in proc.stderr and "--candidate" in proc.stderr
+    assert "PASS" not in proc.stdout
+
+
+def test_same_stored_run_on_both_sides_is_refused(store: Store) -> None:
+    with pytest.raises(UserError, match="same run") as err:
+        rounds_of_two_runs(store, "run-1", "run-1")
+    assert "--candidate-run" in err.value.one_line()
+
+
+# ---------------------------------------------------------------- item 15
+
+
+@pytest.mark.parametrize("margin", ["-5", "nan", "inf"])
+def test_margin_is_refused_on_the_cli_by_the_playbook_rule(tmp_path: Path, margin: str) -> None:
+    data = _csv(tmp_path / "rounds.csv")
+    proc = _regress(
+        "--csv", str(data), "--reference", "ref", "--candidate", "cand", f"--margin={margin}"
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--margin" in proc.stderr and "margin" in proc.stderr
+
+
+def test_playbook_margin_uses_the_same_rule(tmp_path: Path) -> None:
+    from abtest.config.playbook import parse_playbook
+
+    path = tmp_path / "pb.yaml"
+    path.write_text("playbook: x\ncatalog: lab\nmargin_pct: -1\n")
+    with pytest.raises(UserError, match="negative") as err:
+        parse_playbook(path)
+    assert "margin_pct" in err.value.one_line()
+
+
+# ---------------------------------------------------------------- item 13
+
+
+def test_json_keeps_note_method_p_value_and_pairs(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "rounds.csv", ratio=1.0)
+    proc = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    decision = json.loads(proc.stdout)["decisions"][0]
+    assert decision["method"] == "paired" and decision["n_pairs"] == 6
+    assert 0.0 <= decision["p_value"] <= 1.0
+    assert decision["note"] == ""
+    assert decision["decisions"] == 2
+
+
+def test_constant_ratio_is_inconclusive_and_says_there_is_no_variation(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "rounds.csv", ratio=1.02, wobble=False)
+    proc = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    for decision in json.loads(proc.stdout)["decisions"]:
+        assert decision["slowdown_ci"] is None and decision["p_value"] is None
+        assert NO_VARIATION in decision["note"]
+    text = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand")
+    assert "no variation between rounds" in text.stdout
+    assert "n too small" not in text.stdout
+
+
+def test_text_gives_the_real_reason_for_no_interval() -> None:
+    import pandas as pd
+
+    one_pair = pd.DataFrame(
+        {"arm": ["r", "c"], "size": 50, "block": [1, 1], "batch_ready_s": [2.0, 2.1]}
+    )
+    small = regression_decision(
+        one_pair, reference="r", candidate="c", size=50, metric="batch_ready_s", margin_pct=5
+    )
+    flat = regression_decision(
+        pd.DataFrame(
+            {
+                "arm": ["r", "r", "c", "c"],
+                "size": 50,
+                "block": [1, 2, 1, 2],
+                "batch_ready_s": [2.0, 4.0, 2.0, 4.0],
+            }
+        ),
+        reference="r",
+        candidate="c",
+        size=50,
+        metric="batch_ready_s",
+        margin_pct=5,
+    )
+    assert "too few" in describe(small) or "fewer than 2" in describe(small)
+    assert "no variation" not in describe(small)
+    assert "no variation" in describe(flat) and "n too small" not in describe(flat)
+    summary = markdown_summary(GateResult((small, flat), "INCONCLUSIVE", 1, 1, 2, "test"))
+    assert "no variation" in summary and "fewer than 2" in summary
+
+
+# ---------------------------------------------------------------- item 14 through regress
+
+
+def test_duplicate_rounds_are_refused_by_regress_csv(tmp_path: Path) -> None:
+    body = "arm,size,batch_ready_s\n" + "".join(f"ref,150,{r}\ncand,150,{r * 1.01}\n" for r in REF)
+    path = tmp_path / "rounds.csv"
+    path.write_text(body + f"ref,150,{REF[0]}\n")
+    proc = _regress("--csv", str(path), "--reference", "ref", "--candidate", "cand")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "duplicate" in proc.stderr and "line 2" in proc.stderr and "line 14" in proc.stderr
+
+
+def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "rounds.csv", ratio=1.0)
+    lines = data.read_text().splitlines()
+    lines[3] = lines[3].rsplit(",", 1)[0] + ","  # an empty p95_s cell
+    data.write_text("\n".join(lines) + "\n")
+    ok = _regress(
+        "--csv", str(data), "--reference", "ref", "--candidate", "cand", "--metric", "batch_ready_s"
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    asked = _regress(
+        "--csv", str(data), "--reference", "ref", "--candidate", "cand", "--metric", "p95_s"
+    )
+    assert asked.returncode == 2 and "line 4, column p95_s" in asked.stderr
+
+
+def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
+    from abtest.config.playbook import load_playbook
+    from abtest.engine.gate_live import LiveGateOptions, build_gate_plan
+
+    def options(reference: str, candidate: str) -> LiveGateOptions:
+        return LiveGateOptions(
+            profile="lab",
+            playbook=load_playbook("lab-regression"),
+            reference=reference,
+            candidate=candidate,
+            sizes=(10,),
+            metrics=("batch_ready_s",),
+            margin_pct=5.0,
+            confidence=0.95,
+            rounds=3,
+            max_rounds=9,
+            seed=1,
+        )
+
+    for reference, candidate in (
+        ("default", "default"),
+        ("kubeAPIQPS=3,featureGates.X=true", "featureGates.X=true, kubeAPIQPS=3"),
+    ):
+        with pytest.raises(UserError, match="same node state") as err:
+            build_gate_plan(options(reference, candidate), 3)
+        assert "--candidate" in err.value.one_line()

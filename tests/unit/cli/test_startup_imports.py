@@ -1,0 +1,190 @@
+"""Start-up (issue 15 section 1): the commands that only list, plan or read the results database
+import neither the Kubernetes client, paramiko, aiohttp nor matplotlib unless they need them,
+and loading commands lazily changed no help text. No timing here (benchmarks/startup.py)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from test_report_model import build_sweep
+from typer.testing import CliRunner
+
+from abtest.cli import main as cli_main
+from abtest.store.db import Store
+
+# Never needed to list, plan or read stored runs; matplotlib only to draw a report's figures.
+NODE_AND_CLUSTER = ("kubernetes", "paramiko", "aiohttp")
+NO_PLOTS = (*NODE_AND_CLUSTER, "matplotlib")
+# A command that computes no statistics has no use for these either (they cost ~1 s).
+NO_STATS = (*NO_PLOTS, "pandas", "numpy", "scipy")
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+# Runs the real entry point and writes the names in sys.modules when the process exits
+# (typer ends every command with SystemExit, so atexit sees what the whole command imported).
+PROBE = (
+    "import atexit, json, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "from abtest.cli.main import main\n"
+    "main()\n"
+)
+
+CASES: list[tuple[list[str], tuple[str, ...]]] = [
+    (["--version"], NO_STATS),
+    (["--help"], NO_STATS),
+    ([], NO_STATS),  # no arguments: the help
+    (["gates", "--list"], NO_STATS),
+    (["gates", "--list", "--catalog", "lab", "--json"], NO_STATS),
+    (["gates", "--help"], NO_STATS),
+    (["plan", "--playbook", "lab-sweep"], NO_PLOTS),
+    (["plan", "--playbook", "lab-sweep", "--detect", "10%", "--json"], NO_PLOTS),
+    (["plan", "--help"], NO_PLOTS),
+    (["runs"], NO_PLOTS),
+    (["runs", "--json"], NO_PLOTS),
+    (["runs", "show", "{run}"], NO_PLOTS),
+    (["analyze", "{csv}"], NO_PLOTS),
+    (["analyze", "{csv}", "--format", "json"], NO_PLOTS),
+    (
+        ["analyze", "--kube-burner", "{kb}", "--arm", "baseline=baseline/*", "--arm", "q=qps3/*"],
+        NO_PLOTS,
+    ),
+    (["analyze", "--help"], NO_PLOTS),
+    (["report", "{run}", "--format", "json,csv", "--out", "{out}"], NO_PLOTS),
+    (["report", "{run}", "--format", "junit", "--out", "{out}"], NO_PLOTS),
+    (["report", "--help"], NO_PLOTS),
+    # Markdown and HTML carry figures: matplotlib is needed there, the node and cluster are not.
+    (["report", "{run}", "--out", "{out}"], NODE_AND_CLUSTER),
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("startup")
+    db = folder / "results.sqlite"
+    with Store(db) as store:
+        run_id = build_sweep(store)
+    csv = folder / "rounds.csv"
+    rows = ["arm,size,block,batch_ready_s"]
+    for block in range(1, 5):
+        rows += [f"baseline,20,{block},{4 + block * 0.1}", f"fast,20,{block},{3 + block * 0.12}"]
+    csv.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return {
+        "db": str(db),
+        "run": run_id,
+        "csv": str(csv),
+        "out": str(folder / "report"),
+        "kb": str(FIXTURES / "kube-burner"),
+    }
+
+
+def _imported(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[set[str], str]:
+    out = tmp_path / "modules.json"
+    argv = [a.format(**inputs) for a in args]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"ABTEST_DB": inputs["db"], "PATH": "/usr/bin:/bin", "COLUMNS": "100"},
+        timeout=300,
+        check=False,
+    )
+    # --help with no arguments exits 2 (typer's no_args_is_help); everything else succeeds.
+    assert done.returncode == (2 if not args else 0), done.stdout + done.stderr
+    return {m.split(".")[0] for m in json.loads(out.read_text())}, done.stdout
+
+
+@pytest.mark.parametrize(("args", "banned"), CASES, ids=lambda v: " ".join(v) if v else "-")
+def test_command_imports_only_what_it_needs(
+    args: list[str], banned: tuple[str, ...], inputs: dict[str, str], tmp_path: Path
+) -> None:
+    modules, stdout = _imported(args, inputs, tmp_path)
+    assert not modules & set(banned), f"abtest {' '.join(args)} imported {modules & set(banned)}"
+    assert stdout.strip(), "the command printed nothing"
+
+
+def test_a_sweep_command_still_loads_its_module(inputs: dict[str, str], tmp_path: Path) -> None:
+    """The lazy loading is per command: one that talks to a node gets its layers when invoked."""
+    modules, stdout = _imported(["node", "--help"], inputs, tmp_path)
+    assert "paramiko" in modules and "restore" in stdout
+
+
+def _eager_app() -> typer.Typer:
+    """The app as main.py built it before the lazy loading: every module imported, every
+    command registered up front (commands first, then sub-apps, as typer lists them)."""
+    app = typer.Typer(
+        help=cli_main.app.info.help,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(cli_main._root)
+    loaded = {name: cli_main.load_target(name) for name in cli_main.COMMANDS}
+    for name, target in loaded.items():
+        if not isinstance(target, typer.Typer):
+            app.command(name)(target)
+    for name, target in loaded.items():
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+    return app
+
+
+HELP_ARGS = [
+    ["--help"],
+    [],
+    *([name, "--help"] for name in cli_main.COMMANDS),
+    ["runs", "show", "--help"],
+    ["lab", "up", "--help"],
+    ["node", "apply", "--help"],
+]
+
+
+@pytest.mark.parametrize("args", HELP_ARGS, ids=lambda v: " ".join(v) if v else "-")
+def test_help_is_unchanged(args: list[str]) -> None:
+    env = {"COLUMNS": "100", "TERMINAL_WIDTH": "100"}
+    lazy = CliRunner().invoke(cli_main.app, args, env=env, prog_name="abtest")
+    eager = CliRunner().invoke(_eager_app(), args, env=env, prog_name="abtest")
+    assert lazy.exit_code == eager.exit_code
+    assert lazy.output == eager.output
+    assert "Usage: abtest" in lazy.output
+
+
+def test_summaries_are_the_commands_own_help() -> None:
+    """`abtest --help` lists each command from a summary in main.py (so the list needs no
+    import); it must be the first paragraph of the command's real help."""
+    for name, spec in cli_main.COMMANDS.items():
+        target = cli_main.load_target(name)
+        if isinstance(target, typer.Typer):
+            command = typer.main.get_group(target)
+            text = command.help or ""
+        else:
+            text = inspect.getdoc(target) or ""
+        first = inspect.cleandoc(text).split("\n\n")[0]
+        assert spec.summary == first, (
+            f"update COMMANDS[{name!r}].summary in abtest/cli/main.py to {first!r}"
+        )
+
+
+def test_version_and_errors_still_work(inputs: dict[str, str], tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli_main.app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("abtest ")
+    unknown = CliRunner().invoke(cli_main.app, ["gatez"])
+    assert unknown.exit_code == 2 and "gates" in unknown.output  # typer suggests the near name
+    done = subprocess.run(
+        [sys.executable, "-c", "from abtest.cli.main import main; main()", "report", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"ABTEST_DB": str(tmp_path / "none.sqlite"), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("abtest: error: ") and "no results database here" in done.stderr

@@ -1,0 +1,253 @@
+"""Planning by power (issue 15 section 3): the MDE and blocks-needed arithmetic, the noise
+estimate from a node's history, `abtest plan --detect`, and the MDE in every report format."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report_model import SweepSpec, build_sweep
+
+from abtest.app.report import build_model
+from abtest.config.plan_options import PlanOptions
+from abtest.engine.prior_runs import noise_history
+from abtest.engine.sweep_plan import build_plan, parse_percent, power_plan
+from abtest.errors import UserError
+from abtest.report import build_tables, render_markdown
+from abtest.report.fmt import SENSITIVITY_HEADER, SENSITIVITY_NOTE
+from abtest.report.html import render_html
+from abtest.report.tidy import to_json
+from abtest.stats import compare_pair
+from abtest.stats.power import (
+    DEFAULT_SD_LOG_DIFF,
+    achieved,
+    blocks_needed,
+    detectable,
+    mde_log,
+    noise_from_history,
+    paired_power,
+)
+from abtest.store.db import Store
+
+
+def test_mde_matches_the_published_paired_t_table() -> None:
+    # G*Power, paired t, two-tailed alpha 0.05, power 0.8: n = 10 -> dz = 0.996; dz = 0.5 needs
+    # n = 34 (actual power 0.8078)
+    assert mde_log(1.0, 10, 0.95) == pytest.approx(0.9962, abs=2e-4)
+    assert paired_power(0.5, 1.0, 34, 0.95) == pytest.approx(0.8078, abs=2e-4)
+    assert blocks_needed(1.0, math.expm1(0.5) * 100, 0.95) == 34
+    # large n: the normal approximation (z_0.975 + z_0.8) * sd / sqrt(n)
+    assert mde_log(0.1, 5000, 0.95) == pytest.approx(2.8016 * 0.1 / math.sqrt(5000), rel=1e-3)
+
+
+def test_power_at_the_mde_is_the_target_and_grows_with_the_effect() -> None:
+    for n in (2, 3, 5, 10, 40):
+        d = mde_log(0.08, n, 0.95)
+        assert paired_power(d, 0.08, n, 0.95) == pytest.approx(0.8, abs=1e-6)
+        assert paired_power(d * 1.2, 0.08, n, 0.95) > 0.8 > paired_power(d * 0.8, 0.08, n, 0.95)
+    assert mde_log(0.08, 1, 0.95) == math.inf
+    # a stricter level needs a larger effect
+    assert mde_log(0.08, 10, 0.99) > mde_log(0.08, 10, 0.95)
+
+
+def test_mde_percent_covers_both_directions() -> None:
+    found = detectable(0.1, 5, 0.95)
+    assert found.mde_pct == pytest.approx((math.exp(found.mde_log) - 1) * 100)
+    # a reduction of mde_pct is a larger log effect than the MDE: detected at least as often
+    reduction = -math.log(1 - found.mde_pct / 100)
+    assert reduction > found.mde_log
+
+
+def test_blocks_needed_is_the_smallest_enough() -> None:
+    for sd, pct in ((0.1, 10.0), (0.05, 5.0), (0.2, 30.0)):
+        n = blocks_needed(sd, pct, 0.95)
+        assert n is not None and n >= 2
+        effect = math.log1p(pct / 100)
+        assert paired_power(effect, sd, n, 0.95) >= 0.8
+        assert n == 2 or paired_power(effect, sd, n - 1, 0.95) < 0.8
+    assert blocks_needed(0.5, 0.1, 0.95) is None  # out of reach within 10 000 blocks
+    with pytest.raises(UserError, match="cannot be planned"):
+        blocks_needed(0.1, 0.0, 0.95)
+
+
+def test_parse_percent() -> None:
+    assert parse_percent("5%", "--detect") == 5.0
+    assert parse_percent(" 12.5 ", "--detect") == 12.5
+    for bad in ("x", "0%", "100", "-3%"):
+        with pytest.raises(UserError):
+            parse_percent(bad, "--detect")
+
+
+def _history(sd_resid: float, runs: int, blocks: int, arms: int, seed: int) -> pd.DataFrame:
+    """Earlier runs with real arm effects and block drift on top of residual noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(runs):
+        arm_effect = rng.normal(0, 0.3, arms)
+        for b in range(blocks):
+            drift = rng.normal(0, 0.2)
+            for a in range(arms):
+                value = math.exp(1.0 + arm_effect[a] + drift + rng.normal(0, sd_resid))
+                rows.append({"group": f"run{r}", "block": b, "arm": f"a{a}", "size": 20,
+                             "batch_ready_s": value})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_noise_from_history_recovers_the_paired_sd_despite_arm_and_block_effects() -> None:
+    history = _history(0.05, runs=6, blocks=8, arms=4, seed=3)
+    noise = noise_from_history(history, metric="batch_ready_s", size=20)
+    assert noise.from_history and noise.df == 6 * 7 * 3 and noise.n_runs == 6
+    # true SD of a within-block log difference: sqrt(2) * 0.05
+    assert noise.sd_log_diff == pytest.approx(math.sqrt(2) * 0.05, rel=0.12)
+
+
+def test_two_arms_noise_is_the_sd_of_paired_log_differences() -> None:
+    history = _history(0.07, runs=1, blocks=9, arms=2, seed=4)
+    noise = noise_from_history(history, metric="batch_ready_s", size=20)
+    wide = history.pivot(index="block", columns="arm", values="batch_ready_s")
+    diffs = np.log(wide["a1"]) - np.log(wide["a0"])
+    assert noise.sd_log_diff == pytest.approx(float(diffs.std(ddof=1)), rel=1e-9)
+
+
+def test_no_history_says_so_and_uses_the_stated_default() -> None:
+    empty = _history(0.05, runs=1, blocks=1, arms=3, seed=5)  # one block: nothing paired
+    noise = noise_from_history(empty, metric="batch_ready_s", size=20)
+    assert not noise.from_history and noise.sd_log_diff == DEFAULT_SD_LOG_DIFF
+    assert noise.source.startswith("default")
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=5, sizes=(10,)))
+    rows = power_plan(plan, None, detect_pct=10.0)
+    assert {r.noise.source.split(":")[0] for r in rows} == {"default"}
+    assert all(r.blocks == 5 and r.mde_pct == pytest.approx(18.32, abs=0.05) for r in rows)
+    assert all(r.blocks_needed == blocks_needed(0.1, 10.0, 0.95) for r in rows)
+
+
+def test_achieved_mde_is_the_runs_own_paired_noise() -> None:
+    rng = np.random.default_rng(11)
+    n = 6
+    base = np.exp(rng.normal(1.0, 0.2, n))
+    treat = base * np.exp(rng.normal(0.0, 0.06, n))
+    frame = pd.DataFrame({"arm": ["b"] * n + ["t"] * n, "size": 10, "block": [*range(n)] * 2,
+                          "batch_ready_s": [*base, *treat]})  # fmt: skip
+    c = compare_pair(frame, baseline="b", treatment="t", size=10, metric="batch_ready_s")
+    found = achieved(c)
+    assert found is not None and found.n_blocks == n
+    sd = float(np.std(np.log(treat) - np.log(base), ddof=1))
+    assert found.sd_log_diff == pytest.approx(sd, rel=1e-9)
+    assert found.mde_log == pytest.approx(mde_log(sd, n, 0.95), rel=1e-9)
+    unpaired = compare_pair(frame.drop(columns="block"), baseline="b", treatment="t", size=10,
+                            metric="batch_ready_s")  # fmt: skip
+    assert achieved(unpaired) is None
+
+
+def test_report_carries_the_achieved_mde_in_every_format(store: Store) -> None:
+    run_id = build_sweep(store, SweepSpec())
+    model = build_model(store, run_id)
+    null = next(
+        c for c in model.comparisons_for("batch_ready_s")
+        if c.pct_ci is not None and c.pct_ci[0] < 0 < c.pct_ci[1]
+    )  # fmt: skip
+    clear = next(c for c in model.comparisons_for("batch_ready_s", "+kubeAPIQPS"))
+    found = model.detectable_for(null)
+    assert found is not None and found.n_blocks == null.n_pairs
+    tables = build_tables(model)
+    savings = tables.savings[0]
+    # Issue 26: the MDE is the run's sensitivity, shown as such; it used to read "< X if any"
+    # beside an interval reaching past X, as if it bounded the effect. Now never a bound.
+    column = savings.columns.index(SENSITIVITY_HEADER)
+    cells = {(r[0], r[1]): r[column] for r in savings.rows}
+    assert cells[(str(null.size), null.arm)] == f"{found.mde_pct:.1f}"
+    clear_found = model.detectable_for(clear)
+    assert clear_found is not None
+    assert cells[(str(clear.size), clear.arm)] == f"{clear_found.mde_pct:.1f}"
+    assert SENSITIVITY_NOTE in savings.notes and "not a bound" in SENSITIVITY_NOTE
+    markdown = render_markdown(model)
+    html = render_html(model, figures=[])
+    for text in (markdown, html):
+        assert SENSITIVITY_HEADER in text and "if any" not in text
+    assert f"| {SENSITIVITY_HEADER} |" in markdown
+    doc = to_json(model)
+    row = next(
+        r for r in doc["comparisons"]
+        if (r["arm"], r["size"], r["metric"]) == (null.arm, null.size, null.metric)
+    )  # fmt: skip
+    assert row["mde_pct"] == pytest.approx(found.mde_pct) and row["mde_power"] == 0.8
+    json.dumps(doc, allow_nan=False)
+
+
+def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
+    db = tmp_path / "results.sqlite"
+    with Store(db) as store:
+        for i in range(3):
+            build_sweep(
+                store,
+                SweepSpec(run_id=f"sweep-20251201-000{i + 1}", seed=100 + i, sizes=(10, 20),
+                          warmup=None, rejected=None),
+            )  # fmt: skip
+        with store.transaction() as conn:  # the fixture's node is the lab playbook's
+            conn.execute("UPDATE rounds SET node_name = 'abtest-lab'")
+        history = noise_history(store, "abtest-lab", (10, 20))
+    assert set(history["group"]) == {f"sweep-20251201-000{i + 1}" for i in range(3)}
+    env = {**os.environ, "ABTEST_DB": str(db), "COLUMNS": "200"}
+    args = ["plan", "--playbook", "lab-sweep", "--sizes", "10,20", "--rounds", "5"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "abtest", *args, "--detect", "10%", "--json"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    power = json.loads(proc.stdout)["power"]
+    assert {(p["metric"], p["size"]) for p in power} == {
+        (m, s) for m in ("batch_ready_s", "p95_s") for s in (10, 20)
+    }
+    for p in power:
+        assert p["noise_source"].startswith("history") and p["noise_df"] > 0
+        noise = noise_from_history(history, metric=p["metric"], size=p["size"])
+        assert p["sd_log_diff"] == pytest.approx(noise.sd_log_diff, abs=1e-5)
+        assert p["blocks_needed"] == blocks_needed(noise.sd_log_diff, 10.0, 0.95)
+        assert p["mde_pct"] == pytest.approx(
+            detectable(noise.sd_log_diff, 5, 0.95).mde_pct, abs=0.01
+        )
+    text = subprocess.run(
+        [sys.executable, "-m", "abtest", *args, "--detect", "10%"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert "blocks for 10 %" in text.stdout and "noncentral t" in text.stdout
+    assert "default" not in text.stdout.split("MDE:")[0]
+
+
+def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> None:
+    rounds = tmp_path / "rounds.csv"
+    rounds.write_text(
+        "arm,size,block,batch_ready_s\n"
+        + "".join(f"baseline,10,{b},{v}\n" for b, v in enumerate((2.0, 2.2, 2.1, 2.3)))
+        + "".join(f"fast,10,{b},{v}\n" for b, v in enumerate((1.9, 2.25, 2.0, 2.1)))
+    )
+    frame = pd.read_csv(rounds)
+    c = compare_pair(frame, baseline="baseline", treatment="fast", size=10, metric="batch_ready_s")
+    found = achieved(c)
+    assert found is not None and c.pct_ci is not None and c.pct_ci[0] < 0 < c.pct_ci[1]
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    base = [sys.executable, "-m", "abtest", "analyze", str(rounds)]
+    text = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert text.returncode == 0, text.stderr
+    # the sensitivity, worded as such, never "< X if any" (issue 26)
+    assert "could detect % (80 % power)" in text.stdout and "if any" not in text.stdout
+    assert f" {found.mde_pct:.1f} " in text.stdout and "Not a bound on the effect" in text.stdout
+    as_json = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
+    (row,) = json.loads(as_json.stdout)["comparisons"]
+    assert row["mde_pct"] == pytest.approx(found.mde_pct)
+    md = subprocess.run([*base, "--format", "md"], capture_output=True, text=True, env=env)
+    assert "| could detect % (80 % power) |" in md.stdout
+    assert f"| {found.mde_pct:.1f} |" in md.stdout and "if any" not in md.stdout
+    as_csv = subprocess.run([*base, "--format", "csv"], capture_output=True, text=True, env=env)
+    header, line = as_csv.stdout.splitlines()[:2]
+    assert float(line.split(",")[header.split(",").index("mde_pct")]) == pytest.approx(
+        found.mde_pct
+    )

@@ -1,0 +1,55 @@
+"""The wheel carries the data: a plain `pip install .` in a clean venv outside the repository
+finds the shipped catalogs, playbooks and templates from any directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "abtest").rglob("__init__.py")
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+@pytest.mark.timeout(900)
+def test_pip_install_into_clean_venv_works_from_another_directory(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, str(ROOT)], check=True, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run(
+        [str(venv / "bin" / "abtest"), "gates", "--list", "--catalog", "lab", "--json"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "kubeAPIQPS" in proc.stdout
+    # the installed copy, not the checkout, answered
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import abtest.config.datafiles as d; print(d.data_dir('playbooks'))",
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert str(venv) in where and (Path(where) / "nodes" / "lab.yaml").is_file()
+    assert (Path(where) / "agc-sweep.yaml").is_file()
