@@ -106,8 +106,8 @@ def ensure_runtime_classes(paths: Paths, ports: dict[str, int], say: Say) -> Non
 def handlers_from_info(info: dict[str, Any]) -> tuple[str, ...]:
     """The runtime handlers in `crictl info` output, sorted. A runtime that fills CRI's
     StatusResponse.runtime_handlers (containerd 2.x) lists them under `runtimeHandlers`
-    (the nameless entry is the default handler again); containerd 1.6 does not, and its
-    CRI config lists them under config.containerd.runtimes."""
+    (the nameless entry is the default handler again); containerd 1.6 and 1.7 do not, and their
+    CRI configs list them under config.containerd.runtimes."""
     listed = info.get("runtimeHandlers")
     if isinstance(listed, list):
         names = {str(h.get("name", "")) for h in listed if isinstance(h, dict)}
