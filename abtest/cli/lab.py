@@ -48,8 +48,9 @@ def up(
     ] = None,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
-    containerd and kubelet per node, and an sshd on loopback; idempotent. Node 1's profile
-    is `lab` (playbooks/nodes/lab.yaml); node i's is written to
+    containerd and kubelet per node, and an sshd on loopback; idempotent. The first `up`
+    on a machine also builds the lab's containerd (upstream, not Debian's 1.6; once for every
+    release). Node 1's profile is `lab` (playbooks/nodes/lab.yaml); node i's is written to
     /var/lib/abtest-lab/nodes/abtest-lab-i/profile.yaml (`--profile PATH`)."""
     release = parse_release(kubernetes, "--kubernetes") if kubernetes else None
     st = control.up(
@@ -88,7 +89,8 @@ def status(json_out: o.Json = False) -> None:
             health = "healthy" if all(node.healthy.values()) else "not healthy"
             console.print(
                 f"node {node.name}: {'Ready' if node.ready else 'not Ready'}, {health}, "
-                f"kubelet {node.kubelet_version or '-'}, profile {node.profile}",
+                f"kubelet {node.kubelet_version or '-'}, "
+                f"containerd {node.containerd_version or '-'}, profile {node.profile}",
                 highlight=False,
                 soft_wrap=True,
             )

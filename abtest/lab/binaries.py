@@ -3,10 +3,11 @@
 Kubernetes is not packaged for Debian, so we build exactly the chosen upstream release:
 a throwaway module requires ``k8s.io/kubernetes`` and pins every ``k8s.io/*`` staging module
 (listed as ``v0.0.0`` + ``replace ./staging/...`` upstream) to the matching ``v0.MINOR.PATCH``.
-etcd is built the same way because the API server wants etcd >= 3.5 (Debian ships 3.4).
-Each release's Kubernetes commands have a directory of their own in the cache, so a lab at
-one release and extra kubelets of others live side by side; etcd and crictl do not depend on
-the release and are built once for all of them.
+etcd is built the same way because the API server wants etcd >= 3.5 (Debian ships 3.4), and
+so is containerd: the reference node's v1.7.28 instead of Debian's 1.6.20 (end of life, and
+without CRI calls newer kubelets make). Each release's Kubernetes commands have a directory
+of their own in the cache, so a lab at one release and extra kubelets of others live side by
+side; etcd, crictl and containerd do not depend on the release and are built once for all.
 """
 
 from __future__ import annotations
@@ -25,8 +26,55 @@ from abtest.lab.releases import DEFAULT_RELEASE
 
 ETCD_VERSION = "v3.6.16"
 CRI_TOOLS_VERSION = "v1.34.0"
+CONTAINERD_VERSION = "v1.7.28"
+# The commit of the v1.7.28 tag (the module proxy's .info names it): stamped like upstream's
+# release build, so `containerd --version` and the CRI Version call say what a release says.
+CONTAINERD_REVISION = "b98a3aace656320842a23f4a392a33f46af97866"
+CONTAINERD_MODULE = "github.com/containerd/containerd"
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
-ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl")
+# containerd's shim and ctr come from the same module and build step: the lab's containerd
+# must never run another containerd's shim (runtimes.containerd_env), and the lab imports
+# its images with its own ctr.
+CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
+ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl", *CONTAINERD_COMMANDS)
+# Snapshotters the lab never uses (it runs overlayfs): btrfs needs cgo, and the rest only
+# add module downloads and build time. The same tags upstream's static builds accept.
+CONTAINERD_TAGS = "no_btrfs no_devmapper no_zfs no_aufs"
+
+
+def version_of(name: str, release: Release) -> str:
+    """The version a binary of the lab is built at: etcd, crictl and containerd have their
+    own, the Kubernetes commands the release's."""
+    if name == "etcd":
+        return ETCD_VERSION
+    if name == "crictl":
+        return CRI_TOOLS_VERSION
+    if name in CONTAINERD_COMMANDS:
+        return CONTAINERD_VERSION
+    return release.version
+
+
+def build_steps(missing: Sequence[str]) -> list[str]:
+    """The build steps for these missing binaries, in build order: one per Kubernetes command,
+    etcd and crictl, and one step for all of containerd's commands (they share a module and
+    most compiled packages, so building one of them is most of the cost of all three)."""
+    steps = [n for n in (*KUBE_COMMANDS, "etcd", "crictl") if n in missing]
+    if any(n in missing for n in CONTAINERD_COMMANDS):
+        steps.append("containerd")
+    return steps
+
+
+def containerd_ldflags() -> str:
+    pkg = f"{CONTAINERD_MODULE}/version"
+    return " ".join(
+        [
+            "-s",
+            "-w",
+            f"-X {pkg}.Version={CONTAINERD_VERSION}",
+            f"-X {pkg}.Revision={CONTAINERD_REVISION}",
+            f"-X {pkg}.Package={CONTAINERD_MODULE}",
+        ]
+    )
 
 
 def ldflags(release: Release) -> str:
@@ -60,8 +108,8 @@ class BinarySet:
     def path(self, name: str) -> Path:
         if name in KUBE_COMMANDS:
             return self.directory / name
-        version = ETCD_VERSION if name == "etcd" else CRI_TOOLS_VERSION
-        return self.directory.parent / f"{name}-{version}" / name
+        group = "containerd" if name in CONTAINERD_COMMANDS else name
+        return self.directory.parent / f"{group}-{version_of(name, self.release)}" / name
 
     def missing(self) -> list[str]:
         return [n for n in self.names if not os.access(self.path(n), os.X_OK)]
@@ -97,12 +145,17 @@ def ensure_binaries(
         bins.path(name).parent.mkdir(parents=True, exist_ok=True)
     emit: Callable[[str], None] = say if callable(say) else print
     emit(
-        f"building {', '.join(missing)} {release.version} into {bins.directory} (once per release)"
+        "building "
+        + ", ".join(f"{n} {version_of(n, release)}" for n in missing)
+        + f" into {bins.directory.parent} (once: later `lab up`s reuse them)"
     )
     kube = [m for m in missing if m in KUBE_COMMANDS]
     modules = _modules_to_fetch(release, kube, missing)
     progress = BuildProgress.plan(
-        (["modules"] if modules else []) + missing, emit, cache_root() / "build-times.json", live
+        (["modules"] if modules else []) + build_steps(missing),
+        emit,
+        cache_root() / "build-times.json",
+        live,
     )
     with progress.display():
         if modules:
@@ -130,12 +183,30 @@ def ensure_binaries(
                     bins.path("crictl"),
                     progress,
                 )
+        if "containerd" in build_steps(missing):
+            with progress.step("containerd"):
+                for name in CONTAINERD_COMMANDS:
+                    if name in missing:
+                        _go_build(
+                            dirs["containerd"],
+                            f"{CONTAINERD_MODULE}/cmd/{name}",
+                            bins.path(name),
+                            progress,
+                            containerd_ldflags(),
+                            tags=CONTAINERD_TAGS,
+                        )
     still = bins.missing()
     if still:
         raise LabError(f"build finished but {', '.join(still)} is missing in {bins.directory}")
-    for line in progress.summary(bins.directory, missing, cache_root() / "build"):
+    for line in progress.summary(_cached_in(bins, missing), missing, cache_root() / "build"):
         emit(line)
     return bins
+
+
+def _cached_in(bins: BinarySet, built: Sequence[str]) -> Path:
+    """The one cache directory the built binaries are in, else the directory of them all."""
+    dirs = {bins.path(n).parent for n in built}
+    return dirs.pop() if len(dirs) == 1 else bins.directory.parent
 
 
 def _modules_to_fetch(release: Release, kube: list[str], missing: list[str]) -> bool:
@@ -143,6 +214,7 @@ def _modules_to_fetch(release: Release, kube: list[str], missing: list[str]) -> 
     wanted = [f"k8s-{release.version}"] if kube else []
     wanted += [f"etcd-{ETCD_VERSION}"] if "etcd" in missing else []
     wanted += [f"crictl-{CRI_TOOLS_VERSION}"] if "crictl" in missing else []
+    wanted += [f"containerd-{CONTAINERD_VERSION}"] if "containerd" in build_steps(missing) else []
     return any(not (cache_root() / "build" / w / "go.sum").exists() for w in wanted)
 
 
@@ -157,6 +229,18 @@ def _module_dirs(
     if "crictl" in missing:
         dirs["crictl"] = _simple_module(
             "crictl", "sigs.k8s.io/cri-tools", CRI_TOOLS_VERSION, progress
+        )
+    if "containerd" in build_steps(missing):
+        # `go install ...@v1.7.28` is refused (containerd's go.mod has `exclude` directives,
+        # which only a main module may have): a throwaway module that requires it builds it.
+        # Its cmd packages are fetched by name so go.sum covers all three commands.
+        dirs["containerd"] = _simple_module(
+            "containerd",
+            CONTAINERD_MODULE,
+            CONTAINERD_VERSION,
+            progress,
+            [f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_COMMANDS],
+            CONTAINERD_TAGS,
         )
     return dirs
 
@@ -214,19 +298,44 @@ def _kubernetes_module(release: Release, kube: list[str], progress: BuildProgres
     return workdir
 
 
-def _simple_module(name: str, module: str, version: str, progress: BuildProgress) -> Path:
+def _simple_module(
+    name: str,
+    module: str,
+    version: str,
+    progress: BuildProgress,
+    packages: Sequence[str] = (),
+    tags: str = "",
+) -> Path:
     workdir = _build_dir(f"{name}-{version}")
     if not (workdir / "go.sum").exists():
         (workdir / "go.mod").write_text(
             f"module abtest.local/{name}build\n\ngo 1.24\n\nrequire {module} {version}\n"
         )
-        _go(["get", f"{module}@{version}"], workdir, progress)
+        wanted = [f"{p}@{version}" for p in packages or (module,)]
+        _go(["get", *([f"-tags={tags}"] if tags else []), *wanted], workdir, progress)
     return workdir
 
 
+def go_build_args(package: str, out: Path, flags: str = "-s -w", tags: str = "") -> list[str]:
+    return [
+        "build",
+        "-trimpath",
+        *([f"-tags={tags}"] if tags else []),
+        f"-ldflags={flags}",
+        "-o",
+        str(out),
+        package,
+    ]
+
+
 def _go_build(
-    workdir: Path, package: str, out: Path, progress: BuildProgress, flags: str = "-s -w"
+    workdir: Path,
+    package: str,
+    out: Path,
+    progress: BuildProgress,
+    flags: str = "-s -w",
+    tags: str = "",
 ) -> None:
     tmp = out.with_suffix(".tmp")
-    _go(["build", "-trimpath", f"-ldflags={flags}", "-o", str(tmp), package], workdir, progress)
+    _go(go_build_args(package, tmp, flags, tags), workdir, progress)
     tmp.replace(out)

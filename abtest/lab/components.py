@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,32 @@ class Spec:
     name: str
     argv: tuple[str, ...]
     netns: str | None = None
+    #: variables set for the process on top of the caller's environment
+    env: dict[str, str] = field(default_factory=dict)
+    #: its working directory (None: the caller's)
+    cwd: Path | None = None
+
+
+# Where runc, crun, the CNI plugins' helpers and mount live on any Linux; kept on containerd's
+# PATH even when the caller's PATH lacks them (a minimal sudo or CI environment).
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def containerd_path(bin_dir: Path, inherited: str | None) -> str:
+    """containerd's PATH: the lab's binary directory first. containerd 1.7 runs the
+    `containerd-shim-runc-v2` in its working directory, else the first on its PATH, and
+    looks in its own directory only when PATH has none: with Debian's containerd installed
+    its 1.6 shim (/usr/bin) would run the lab's pods unless the lab's own shim comes first.
+    The lab also starts containerd in that directory (argv_for). The shim inherits this PATH
+    and finds `runc` on it (the runc handler names no binary)."""
+    first = str(bin_dir)
+    rest = [p for p in (inherited or "").split(os.pathsep) if p and p != first]
+    rest += [p for p in SYSTEM_PATH if p not in rest]
+    return os.pathsep.join([first, *rest])
+
+
+def containerd_env(bin_dir: Path) -> dict[str, str]:
+    return {"PATH": containerd_path(bin_dir, os.environ.get("PATH"))}
 
 
 def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> Spec:
@@ -149,7 +176,13 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None =
             ),
         )
     if name == "containerd":
-        return Spec(name, ("containerd", f"--config={node.containerd_dir / 'config.toml'}"))
+        # The lab's own build (binaries.CONTAINERD_VERSION), shared by every node.
+        return Spec(
+            name,
+            (str(b / "containerd"), f"--config={node.containerd_dir / 'config.toml'}"),
+            env=containerd_env(b),
+            cwd=b,
+        )
     if name == "sshd":
         return Spec(name, ("/usr/sbin/sshd", "-D", "-e", "-f", str(paths.ssh / "sshd_config")))
     kubelet_port = ports[node.port_key("kubelet")]

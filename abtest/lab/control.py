@@ -17,7 +17,7 @@ from abtest.config.domain import Release, parse_release, skew_problem
 from abtest.errors import LabError, UserError
 from abtest.lab import components, host, images, layout, pki, residue, runtimes, sshd
 from abtest.lab import nodes as lab_nodes
-from abtest.lab.binaries import binary_set, ensure_binaries
+from abtest.lab.binaries import CONTAINERD_VERSION, binary_set, ensure_binaries
 from abtest.lab.files import make_dir
 from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
@@ -270,8 +270,12 @@ def up(
         and all(all(n.healthy.values()) for n in current.nodes)
     ):
         say("lab is already up; nothing changed")
+        for note in containerd_notes(current.nodes):
+            say("  note: " + note)
         return current
     if first_ok:
+        for note in containerd_notes(current.nodes):
+            say("  note: " + note)
         _resize(paths, nodes, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
@@ -291,6 +295,14 @@ def up(
 
     state = LabState.load(paths) or LabState()
     state.kubernetes = release.version
+    if not fresh and state.containerd != CONTAINERD_VERSION:
+        say(
+            f"moving the kept lab from containerd {state.containerd or '1.6 (Debian)'} to "
+            f"{CONTAINERD_VERSION}: its images and metadata in each node's containerd "
+            "directory are kept (containerd 1.7 reads 1.6's); `abtest lab down --purge` "
+            "first for a fresh lab"
+        )
+    state.containerd = CONTAINERD_VERSION
     # Nodes an earlier, larger lab left on disk (down keeps them): gone for good now.
     for extra in lab_nodes.present(paths, nodes)[nodes:]:
         _raise_problems(lab_nodes.remove_node(extra, None, say))
@@ -343,6 +355,18 @@ def up(
         raise
     _say_up(want, paths, say)
     return status(paths)
+
+
+def containerd_notes(nodes: tuple[NodeStatus, ...]) -> list[str]:
+    """A running node whose containerd is not the lab's build (a lab started by an older
+    abtest runs Debian's 1.6): `up` on a running lab changes nothing, so it says how to move."""
+    return [
+        f"{n.name} runs containerd {n.containerd_version}, not the lab's {CONTAINERD_VERSION} "
+        "(started by an older abtest): `abtest lab down && abtest lab up` moves it (the "
+        "state directory is kept)"
+        for n in nodes
+        if n.containerd_version is not None and n.containerd_version != CONTAINERD_VERSION
+    ]
 
 
 def _say_up(want: list[Node], paths: Paths, say: Say) -> None:
@@ -528,7 +552,7 @@ def _start_component(name: str, paths: Paths, ports: dict[str, int], say: Say) -
         subprocess.run([str(paths.bin / "kubelet-service"), "start"], check=True)
     else:
         spec = components.argv_for(name, paths, ports)
-        start(name, spec.argv, log, paths.pids, netns=spec.netns)
+        start(name, spec.argv, log, paths.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
     wait_until(
         name,
         lambda: components.healthy(name, paths, ports),

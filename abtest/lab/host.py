@@ -14,9 +14,9 @@ from abtest.lab import layout, runtimes
 from abtest.lab.files import PUBLIC_FILE, replace_system_file, write_file
 from abtest.lab.processes import run
 
-# Debian package -> a file it installs that the lab needs.
+# Debian package -> a file it installs that the lab needs. containerd is not one of them: the
+# lab builds upstream's (binaries.CONTAINERD_VERSION); Debian's, where installed, is not used.
 PACKAGES = {
-    "containerd": "/usr/bin/containerd",
     "runc": "/usr/sbin/runc",
     # The lab's second runtime handler (runtimes.py), next to runc.
     "crun": "/usr/bin/crun",

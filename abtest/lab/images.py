@@ -1,7 +1,8 @@
 """The lab's images, built locally from busybox-static: no registry is ever contacted.
 
 An OCI image layout (one uncompressed layer, a config, a manifest) is written as an
-oci-archive and imported with `ctr -n k8s.io images import`.
+oci-archive and imported with the lab's own `ctr -n k8s.io images import` (the client of the
+containerd it built; no other containerd's ctr is needed on the machine).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def import_images(paths: layout.Paths, node: layout.Node | None = None) -> None:
     """Import both images into `node`'s containerd (default node 1): each node has its own."""
     node = node or layout.Node(1, paths)
     layer = _rootfs_layer(Path("/bin/busybox"))
-    ctr = ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io"]
+    ctr = [str(paths.bin / "ctr"), "--address", str(node.containerd_socket), "-n", "k8s.io"]
     for ref, cmd in ((layout.BUSYBOX_IMAGE, ["sh"]), (layout.PAUSE_IMAGE, PAUSE_CMD)):
         archive = paths.root / "images" / (ref.rsplit("/", 1)[1].replace(":", "_") + ".tar")
         write_oci_archive(archive, ref, layer, cmd)

@@ -326,6 +326,9 @@ class LabState:
     #: the Kubernetes release the lab's binaries are (None: a state from before releases
     #: were recorded, which ran v1.34.4)
     kubernetes: str | None = None
+    #: the containerd version the last `up` ran (None: a state from before the lab built
+    #: its own, which ran Debian's containerd 1.6)
+    containerd: str | None = None
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))

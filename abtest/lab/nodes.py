@@ -147,7 +147,7 @@ def start_component(name: str, node: Node, ports: dict[str, int], say: Say) -> N
         subprocess.run([str(node.bin / "kubelet-service"), "start"], check=True)
     else:
         spec = components.argv_for(name, paths, ports, node)
-        start(name, spec.argv, log, node.pids, netns=spec.netns)
+        start(name, spec.argv, log, node.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
     wait_until(
         f"{node.name} {name}" if not node.first else name,
         lambda: components.healthy(name, paths, ports, node),
@@ -200,6 +200,10 @@ class NodeStatus:
     runtime_handlers_error: str | None = None
     #: the kubelet version the node reports (nodeInfo.kubeletVersion; None: not asked)
     kubelet_version: str | None = None
+    #: the version the node's running containerd reports (the CRI Version call), or None
+    #: with the reason in containerd_version_error
+    containerd_version: str | None = None
+    containerd_version_error: str | None = None
 
     @property
     def up(self) -> bool:
@@ -224,6 +228,8 @@ class NodeStatus:
             "runtime_handlers": list(self.runtime_handlers),
             "runtime_handlers_error": self.runtime_handlers_error,
             "kubelet_version": self.kubelet_version,
+            "containerd_version": self.containerd_version,
+            "containerd_version_error": self.containerd_version_error,
         }
 
 
@@ -248,10 +254,23 @@ def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
     profile = SHIPPED_PROFILE if node.profile is None else str(node.profile)
     handlers: tuple[str, ...] = ()
     handlers_error: str | None = "containerd is not running"
+    runtime_version: str | None = None
+    runtime_version_error: str | None = handlers_error
     if healthy["containerd"]:
         handlers, handlers_error = runtimes.node_handlers(node)
+        runtime_version, runtime_version_error = runtimes.node_runtime_version(node)
     return NodeStatus(
-        node.name, node.index, profile, running, healthy, ready, handlers, handlers_error, version
+        node.name,
+        node.index,
+        profile,
+        running,
+        healthy,
+        ready,
+        handlers,
+        handlers_error,
+        version,
+        runtime_version,
+        runtime_version_error,
     )
 
 

@@ -88,6 +88,7 @@ def start(
     pids_dir: Path,
     netns: str | None = None,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> int:
     """Start a daemon in its own session, output appended to its log, pid recorded."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +105,7 @@ def start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
     pid_file(pids_dir, name).write_text(f"{proc.pid}\n")
     return proc.pid

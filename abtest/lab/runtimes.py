@@ -106,8 +106,8 @@ def ensure_runtime_classes(paths: Paths, ports: dict[str, int], say: Say) -> Non
 def handlers_from_info(info: dict[str, Any]) -> tuple[str, ...]:
     """The runtime handlers in `crictl info` output, sorted. A runtime that fills CRI's
     StatusResponse.runtime_handlers (containerd 2.x) lists them under `runtimeHandlers`
-    (the nameless entry is the default handler again); containerd 1.6 does not, and its
-    CRI config lists them under config.containerd.runtimes."""
+    (the nameless entry is the default handler again); containerd 1.6 and 1.7 do not, and their
+    CRI configs list them under config.containerd.runtimes."""
     listed = info.get("runtimeHandlers")
     if isinstance(listed, list):
         names = {str(h.get("name", "")) for h in listed if isinstance(h, dict)}
@@ -128,6 +128,31 @@ def crictl_base(node: Node) -> list[str]:
         "--timeout",
         CRICTL_TIMEOUT,
     ]
+
+
+def runtime_version_from(text: str) -> str | None:
+    """The runtime's own version in `crictl version` output (the CRI Version call's
+    RuntimeVersion: v1.7.28 for the lab's containerd, 1.6.20~ds1 for Debian's)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "RuntimeVersion" and value.strip():
+            return value.strip()
+    return None
+
+
+def node_runtime_version(node: Node) -> tuple[str | None, str | None]:
+    """(the version the node's running containerd reports, None) or (None, why not)."""
+    try:
+        proc = subprocess.run(
+            [*crictl_base(node), "version"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"crictl version: {exc}"
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+        return None, f"crictl version exited {proc.returncode}: {' '.join(tail)}"
+    found = runtime_version_from(proc.stdout)
+    return (found, None) if found else (None, "crictl version named no RuntimeVersion")
 
 
 def node_handlers(node: Node) -> tuple[tuple[str, ...], str | None]:

@@ -16,6 +16,7 @@ from kubernetes import client, config
 
 from abtest.errors import LabError
 from abtest.lab import host, layout, sshd
+from abtest.lab.binaries import CONTAINERD_VERSION
 from abtest.lab.control import status
 from abtest.lab.layout import LabState
 from abtest.lab.processes import free_port, start, wait_until
@@ -47,7 +48,24 @@ def test_status_reports_every_component_healthy_and_node_ready(lab_up: None) -> 
     # the release the lab runs, as its status says and as the API server and the node report
     assert st["kubernetes"] == st["api_server_version"] == node.status.node_info.kubelet_version
     assert st["nodes"][0]["kubelet_version"] == st["kubernetes"]
-    assert node.status.node_info.container_runtime_version.startswith("containerd://")
+    # the lab's own containerd build, as the kubelet reports it on the Node object (the
+    # kubelet drops the tag's "v") and as its CRI Version call does in `lab status`
+    assert node.status.node_info.container_runtime_version == "containerd://1.7.28"
+    assert st["nodes"][0]["containerd_version"] == CONTAINERD_VERSION == "v1.7.28"
+
+
+def test_containerd_reports_no_deprecated_config_or_call(lab_up: None) -> None:
+    """containerd 1.7 records a warning for each deprecated config key it read and each
+    deprecated call it served (the CRI v1alpha2 API among them); the lab causes none."""
+    sock = layout.Paths().containerd_socket
+    proc = subprocess.run(
+        [str(layout.Paths().bin / "ctr"), "--address", str(sock), "deprecations", "list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", proc.stdout
 
 
 def test_lab_up_on_a_running_lab_changes_nothing(lab_up: None) -> None:

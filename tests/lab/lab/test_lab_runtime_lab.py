@@ -5,11 +5,13 @@ no RuntimeClass at all give runc; `lab status --json` lists both handlers on eve
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client, config
@@ -107,6 +109,23 @@ def _oci_state(handler: str, oci_id: str) -> int:
     return proc.returncode
 
 
+def _lab_shims() -> dict[int, str]:
+    """pid -> executable of every runc shim whose command line names node 1's socket."""
+    sock = str(Node(1).containerd_socket)
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            exe = os.readlink(entry / "exe")
+        except OSError:
+            continue
+        if Path(argv[0]).name == "containerd-shim-runc-v2" and sock in argv:
+            found[int(entry.name)] = exe
+    return found
+
+
 def test_each_pod_runs_under_its_runtime_class_handler(namespace: str) -> None:
     core = _core()
     want = {"on-crun": "crun", "on-runc": "runc", "no-class": None}
@@ -146,6 +165,11 @@ def test_each_pod_runs_under_its_runtime_class_handler(namespace: str) -> None:
         for oci_id in (ids[0], *containers):
             assert _oci_state(made_by, oci_id) == 0, (name, made_by, oci_id)
             assert _oci_state(other, oci_id) != 0, (name, other, oci_id)
+    # Every shim of the lab's containerd is its own build's (never Debian's 1.6 shim in
+    # /usr/bin, which containerd 1.7 would run if it came first on containerd's PATH).
+    shims = _lab_shims()
+    assert shims, "no containerd-shim-runc-v2 serves the lab's containerd"
+    assert set(shims.values()) == {str(layout.Paths().bin / "containerd-shim-runc-v2")}, shims
     # A pod without a RuntimeClass gets containerd's default: runc, as before crun came.
     assert seen == {"on-crun": "crun", "on-runc": "runc", "no-class": ""} or seen == {
         "on-crun": "crun",
