@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from abtest.domain import Release
+from abtest.config.domain import Release
 from abtest.lab import binaries, components, control, files, host, images, layout, runtimes
 from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
