@@ -326,6 +326,8 @@ class LabState:
     #: the Kubernetes release the lab's binaries are (None: a state from before releases
     #: were recorded, which ran v1.34.4)
     kubernetes: str | None = None
+    #: whether the last `up` ran the systemd node (`--systemd-node`, sdnode.py)
+    systemd_node: bool = False
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))
