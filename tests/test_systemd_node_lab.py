@@ -293,3 +293,66 @@ def test_sigkill_mid_apply_then_node_restore(sd: NodeProfile, store: Store) -> N
 
 def _env() -> dict[str, str]:
     return dict(os.environ)
+
+
+# --- a fleet of two shapes: the process node and the systemd node ---------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_sigterm_mid_sweep_over_both_shapes_restores_both(
+    systemd_node: NodeProfile, store: Store, tmp_path: Path
+) -> None:
+    lab = load_profile("lab")
+    profiles = (lab, systemd_node)
+    originals = {p.node_name: _read(p, p.kubelet_config_path) for p in profiles}
+    playbook = tmp_path / "fleet.yaml"
+    text = (REPO / "playbooks/lab-sweep.yaml").read_text()
+    playbook.write_text(text.replace("observe_s: 10", "observe_s: 2"))
+    db = tmp_path / "term.sqlite"
+    run_id_file = tmp_path / "run-id"
+    log = tmp_path / "sweep.log"
+    args = [
+        "gates", "kubeAPIQPS", "--playbook", str(playbook), "--profile", "lab",
+        "--profile", str(sdnode.SystemdNode(Paths()).profile), "--rounds", "2", "--sizes", "5",
+        "--namespace", "abtest-fleet", "--db", str(db), "--run-id-file", str(run_id_file),
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "abtest", *args],
+            env={**os.environ, "NO_COLOR": "1", "ABTEST_DB": str(db)},
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + 400
+        while True:  # both nodes measured a round and are into their next visit
+            assert proc.poll() is None, f"ended early:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"too slow:\n{log.read_text()[-3000:]}"
+            if run_id_file.exists():
+                with Store(db) as s:
+                    nodes = s.query("SELECT DISTINCT node_name FROM rounds")
+                if len(nodes) == 2:
+                    break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out_text = log.read_text()
+    assert rc == 128 + signal.SIGTERM, out_text[-3000:]
+    assert "Traceback" not in out_text
+    with Store(db) as s:
+        for p in profiles:
+            assert _read(p, p.kubelet_config_path) == originals[p.node_name], p.node_name
+            state = preflight.show(p, store=s)
+            assert state["healthy"] is True, (p.node_name, state["problems"])
+            assert state["pending_change"] is None and state["lock"] is None, state
+        (run,) = s.query("SELECT status, stop_reason FROM runs")
+        node_names = {r["node_name"] for r in s.query("SELECT DISTINCT node_name FROM rounds")}
+    assert run["status"] == "interrupted" and "SIGTERM" in run["stop_reason"]
+    assert node_names == {lab.node_name, sdnode.NAME}
