@@ -128,7 +128,8 @@ def test_status_shows_the_node_its_units_and_init_pid(systemd_node: NodeProfile)
     assert node["units"] == {"containerd": "active", "kubelet": "active", "ssh": "active"}
     init = node["init_pid"]
     status = Path(f"/proc/{init}/status").read_text()
-    assert status.split("NSpid:")[1].split()[-1] == "1"  # PID 1 of its own pid namespace
+    nspid = next(ln for ln in status.splitlines() if ln.startswith("NSpid:")).split()[1:]
+    assert nspid == [str(init), "1"]  # PID 1 of its own pid namespace
     assert node["profile"] == str(sdnode.SystemdNode(Paths()).profile)
 
 
