@@ -23,7 +23,6 @@ from abtest.lab import (
     pki,
     residue,
     runtimes,
-    sdnode,
     sdnode_run,
     sshd,
 )
@@ -295,7 +294,7 @@ def up(
         return current
     if first_ok:
         _resize(paths, nodes, say)
-        _systemd_node(paths, systemd_node, say)
+        sdnode_run.reconcile(paths, systemd_node, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
@@ -369,28 +368,6 @@ def up(
         raise
     _say_up(want, paths, say)
     return status(paths)
-
-
-def _systemd_node(paths: Paths, want: bool, say: Say) -> None:
-    """On a running lab: start the systemd node, or take it away, as `want` says."""
-    state = LabState.load(paths) or LabState()
-    if want:
-        state.systemd_node = True
-        state.save(paths)
-        try:
-            sdnode_run.bring_up(paths, state.ports, say)
-        except BaseException:
-            say("starting the systemd node failed; taking it down")
-            for line in sdnode_run.take_down(paths, state.ports, say, forget=True):
-                say(f"  (and taking it down: {line})")
-            state.systemd_node = False
-            state.save(paths)
-            raise
-        say(f"  {sdnode.NAME}: --profile {sdnode.SystemdNode(paths).profile}")
-    elif state.systemd_node:
-        _raise_problems(sdnode_run.take_down(paths, state.ports, say, forget=True))
-        state.systemd_node = False
-        state.save(paths)
 
 
 def _say_up(want: list[Node], paths: Paths, say: Say) -> None:

@@ -21,7 +21,7 @@ from abtest.errors import LabError
 from abtest.lab import components, host, images, pki
 from abtest.lab import sdnode_files as sf
 from abtest.lab.files import replace_system_file
-from abtest.lab.layout import Paths
+from abtest.lab.layout import LabState, Paths
 from abtest.lab.processes import alive, read_pid, run, start, stop, wait_until
 from abtest.lab.sdnode import (
     CGROUP,
@@ -273,21 +273,25 @@ def stop_node(node: SystemdNode, say: Say) -> list[str]:
     """Power the node off by its init's pid (SIGKILL if it does not go: that ends its whole
     pid namespace), then nspawn and the forwarder; returns what would not stop."""
     problems: list[str] = []
-    init = init_pid(node)
+    init, parent = init_pid(node), nspawn_pid(node)
+
+    def nspawn_left() -> bool:
+        return parent is not None and alive(parent, "systemd-nspawn")
+
     if init is not None:
+        # Each liveness check is by what the pid must be: a pid reused meanwhile is not ours.
         with contextlib.suppress(ProcessLookupError):
             os.kill(init, SIGRTMIN_POWEROFF)
-        if not _gone(init, POWEROFF_WAIT_S):
+        if not _gone(lambda: _is_container_init(init), POWEROFF_WAIT_S, parent):
             say(f"  {NAME}: init {init} did not power off in {POWEROFF_WAIT_S:.0f} s; SIGKILL")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(init, signal.SIGKILL)
-            if not _gone(init, KILL_WAIT_S):
+            if not _gone(lambda: _is_container_init(init), KILL_WAIT_S):
                 problems.append(f"{NAME}: init pid {init} still running after SIGKILL")
-    parent = nspawn_pid(node)
-    if parent is not None and not _gone(parent, KILL_WAIT_S):
+    if parent is not None and not _gone(nspawn_left, KILL_WAIT_S, parent):
         with contextlib.suppress(ProcessLookupError):
             os.kill(parent, signal.SIGKILL)
-        if not _gone(parent, KILL_WAIT_S):
+        if not _gone(nspawn_left, KILL_WAIT_S, parent):
             problems.append(f"{NAME}: systemd-nspawn pid {parent} still running after SIGKILL")
     if not problems:
         for name in ("init", "nspawn"):
@@ -301,15 +305,18 @@ def stop_node(node: SystemdNode, say: Say) -> list[str]:
     return problems
 
 
-def _gone(pid: int, wait: float) -> bool:
+def _gone(present: Callable[[], bool], wait: float, child: int | None = None) -> bool:
+    """Waits up to `wait` s for `present()` to turn false; reaps `child` if it is ours
+    (nspawn, when this process booted the node)."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if not alive(pid):
+        if child is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, os.WNOHANG)
+        if not present():
             return True
         time.sleep(0.1)
-    return not alive(pid)
+    return not present()
 
 
 def remove_leftovers(node: SystemdNode) -> None:
@@ -407,6 +414,28 @@ def take_down(paths: Paths, ports: dict[str, int] | None, say: Say, forget: bool
         except OSError as exc:
             problems.append(f"Node {NAME}: delete failed: {exc}")
     return problems
+
+
+def reconcile(paths: Paths, want: bool, say: Say) -> None:
+    """On a running lab: start the systemd node, or take it away, as `want` says."""
+    state = LabState.load(paths) or LabState()
+    if want:
+        state.systemd_node = True
+        state.save(paths)
+        try:
+            bring_up(paths, state.ports, say)
+        except BaseException:
+            say("starting the systemd node failed; taking it down")
+            for line in take_down(paths, state.ports, say, forget=True):
+                say(f"  (and taking it down: {line})")
+            state.systemd_node = False
+            state.save(paths)
+            raise
+        say(f"  {NAME}: --profile {SystemdNode(paths).profile}")
+    elif state.systemd_node:
+        _raise(take_down(paths, state.ports, say, forget=True))
+        state.systemd_node = False
+        state.save(paths)
 
 
 def _raise(problems: list[str]) -> None:
