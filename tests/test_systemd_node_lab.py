@@ -357,3 +357,23 @@ def test_sigterm_mid_sweep_over_both_shapes_restores_both(
         node_names = {r["node_name"] for r in s.query("SELECT DISTINCT node_name FROM rounds")}
     assert run["status"] == "interrupted" and "SIGTERM" in run["stop_reason"]
     assert node_names == {lab.node_name, sdnode.NAME}
+
+
+def test_an_init_that_outlives_nspawn_is_still_tracked_and_stopped_by_its_pid(
+    systemd_node: NodeProfile,
+) -> None:
+    """The container's init can outlive nspawn (then this machine's PID 1 adopts it): the
+    lab still finds it by its recorded pid, and the module's teardown (`lab up` without
+    --systemd-node) stops it by that pid and checks nothing is left. Last in the module."""
+    node = sdnode.SystemdNode(Paths())
+    init, parent = sdnode_run.init_pid(node), sdnode_run.nspawn_pid(node)
+    assert init is not None and parent is not None
+    os.kill(parent, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while sdnode_run.nspawn_pid(node) is not None:
+        assert time.monotonic() < deadline, "nspawn did not die"
+        time.sleep(0.1)
+    assert sdnode_run.init_pid(node) == init
+    node_json = _status()["systemd_node"]
+    assert node_json["init_pid"] == init and node_json["nspawn_pid"] is None
+    assert node_json["units"]["kubelet"] == "active"
