@@ -9,7 +9,7 @@ import typer
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config.domain import parse_release
-from abtest.lab import control, layout
+from abtest.lab import control, layout, sdnode
 from abtest.lab.releases import DEFAULT_RELEASE
 
 app = typer.Typer(
@@ -46,6 +46,18 @@ def up(
             "`lab down --purge`; a running lab changes release only through `lab down`.",
         ),
     ] = None,
+    systemd_node: Annotated[
+        bool,
+        typer.Option(
+            "--systemd-node",
+            help="Also run abtest-lab-systemd: a node shaped like the users' nodes (a Debian "
+            "container booted by systemd-nspawn; kubelet, containerd and sshd are systemd units; "
+            "the kubelet's files are kubeadm's). Its image is built once from Debian's packages "
+            "(~4 min) and cached; its profile is written beside its state "
+            "(docs/lab-systemd-node.md). On a running lab, adds it, or (without the flag) takes "
+            "it away.",
+        ),
+    ] = False,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
     containerd and kubelet per node, and an sshd on loopback; idempotent. The first `up`
@@ -54,13 +66,23 @@ def up(
     /var/lib/abtest-lab/nodes/abtest-lab-i/profile.yaml (`--profile PATH`)."""
     release = parse_release(kubernetes, "--kubernetes") if kubernetes else None
     st = control.up(
-        say=lambda line: console.print(line, highlight=False), nodes=nodes, kubernetes=release
+        say=lambda line: console.print(line, highlight=False),
+        nodes=nodes,
+        kubernetes=release,
+        systemd_node=systemd_node,
     )
     for node in st.nodes:
         console.print(
             f"node: {node.name}   ssh: {st.ssh_target}   profile: {node.profile}",
             highlight=False,
             soft_wrap=True,  # a path split over two lines cannot be copied
+        )
+    if st.systemd_node is not None:
+        console.print(
+            f"node: {st.systemd_node.name}   ssh: {sdnode.SSH_USER}@{sdnode.NODE_IP}:22   "
+            f"profile: {st.systemd_node.profile}",
+            highlight=False,
+            soft_wrap=True,
         )
 
 
@@ -96,6 +118,16 @@ def status(json_out: o.Json = False) -> None:
             )
             handlers = ", ".join(node.runtime_handlers) or f"? ({node.runtime_handlers_error})"
             console.print(f"  runtime handlers: {handlers}", highlight=False, soft_wrap=True)
+        if st.systemd_node is not None:
+            sd = st.systemd_node
+            units = ", ".join(f"{u} {state}" for u, state in sd.units.items())
+            console.print(
+                f"node {sd.name} (systemd): {'Ready' if sd.ready else 'not Ready'}, "
+                f"init pid {sd.init_pid or '-'} (nspawn {sd.nspawn_pid or '-'}), units: {units}, "
+                f"kubelet {sd.kubelet_version or '-'}, profile {sd.profile}",
+                highlight=False,
+                soft_wrap=True,
+            )
         classes = ", ".join(f"{n} (handler {h})" for n, h in st.runtime_classes.items())
         if st.runtime_classes_error:
             classes = f"? ({st.runtime_classes_error})"

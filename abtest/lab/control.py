@@ -15,7 +15,17 @@ from pathlib import Path
 
 from abtest.config.domain import Release, parse_release, skew_problem
 from abtest.errors import LabError, UserError
-from abtest.lab import components, host, images, layout, pki, residue, runtimes, sshd
+from abtest.lab import (
+    components,
+    host,
+    images,
+    layout,
+    pki,
+    residue,
+    runtimes,
+    sdnode_run,
+    sshd,
+)
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.binaries import CONTAINERD_VERSION, binary_set, ensure_binaries
 from abtest.lab.files import make_dir
@@ -23,6 +33,7 @@ from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
 from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
 from abtest.lab.releases import DEFAULT_RELEASE, served
+from abtest.lab.sdnode_run import SystemdNodeStatus
 
 Say = Callable[[str], None]
 PREFERRED_PORTS = {
@@ -71,6 +82,8 @@ class LabStatus:
     api_server_version: str | None = None
     #: extra kubelet releases placed for kubelet_build arms (`lab kubelets`)
     kubelet_builds: tuple[str, ...] = ()
+    #: the systemd node (`up --systemd-node`; None: the lab has none)
+    systemd_node: SystemdNodeStatus | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -87,6 +100,7 @@ class LabStatus:
                 for c in self.components
             },
             "nodes": [n.as_json() for n in self.nodes],
+            "systemd_node": self.systemd_node.as_json() if self.systemd_node else None,
             "runtime_classes": dict(self.runtime_classes),
             "runtime_classes_error": self.runtime_classes_error,
             "left_behind": list(self.left_behind),
@@ -107,9 +121,10 @@ def status(paths: Paths | None = None) -> LabStatus:
     api_ok = bool(ports) and all(c.healthy for c in comps if c.name == "kube-apiserver")
     count = state.nodes if state else 1
     node_list = tuple(lab_nodes.node_status(n, ports, api_ok) for n in layout.nodes(count, paths))
-    ready = all(n.ready for n in node_list)
+    sd = sdnode_run.node_status(paths, ports, api_ok) if state and state.systemd_node else None
+    ready = all(n.ready for n in node_list) and (sd is None or sd.ready)
     ssh = f"{layout.SSH_USER}@127.0.0.1:{ports['sshd']}" if "sshd" in ports else ""
-    is_up = all(c.running for c in comps) and all(n.up for n in node_list)
+    is_up = all(c.running for c in comps) and all(n.up for n in node_list) and (sd is None or sd.up)
     classes: dict[str, str] = {}
     classes_error: str | None = "the API server is not healthy"
     api_version = None
@@ -135,6 +150,7 @@ def status(paths: Paths | None = None) -> LabStatus:
         release=kept.version if kept else None,
         api_server_version=api_version,
         kubelet_builds=tuple(placed_kubelets(paths)),
+        systemd_node=sd,
     )
 
 
@@ -249,9 +265,11 @@ def up(
     paths: Paths | None = None,
     nodes: int = 1,
     kubernetes: Release | None = None,
+    systemd_node: bool = False,
 ) -> LabStatus:
     """Bring the lab up with `nodes` nodes at release `kubernetes` (None: the kept lab's, or
-    the default); on a healthy lab at that release, only add or remove nodes."""
+    the default), and the systemd node if asked (sdnode.py); on a healthy lab at that
+    release, only add or remove nodes (and the systemd node)."""
     lab_nodes.check_count(nodes)
     paths = paths or Paths()
     host.require_root()
@@ -264,10 +282,13 @@ def up(
     control_ok = all(c.healthy for c in current.components)
     one = current.nodes[0]
     first_ok = control_ok and one.ready and one.up and all(one.healthy.values())
+    sd = current.systemd_node
+    sd_ok = (sd is not None and sd.healthy and sd.ready) if systemd_node else sd is None
     if (
         _healthy(current)
         and len(current.nodes) == nodes
         and all(all(n.healthy.values()) for n in current.nodes)
+        and sd_ok
     ):
         say("lab is already up; nothing changed")
         for note in containerd_notes(current.nodes):
@@ -277,6 +298,7 @@ def up(
         for note in containerd_notes(current.nodes):
             say("  note: " + note)
         _resize(paths, nodes, say)
+        sdnode_run.reconcile(paths, systemd_node, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
@@ -317,6 +339,7 @@ def up(
     _node_ports(want, state.ports, ports, taken)
     state.ports = ports
     state.nodes = nodes
+    state.systemd_node = systemd_node
     mounted, made = host.mount_cgroups()
     state.mounted_cgroups = sorted(set(state.mounted_cgroups) | set(mounted))
     state.cgroup_dirs_made = sorted(set(state.cgroup_dirs_made) | set(made))
@@ -345,6 +368,8 @@ def up(
         for node in want[1:]:
             lab_nodes.start_node(node, ports, say)
         _wait_ready(want, ports)
+        if systemd_node:
+            sdnode_run.bring_up(paths, ports, say)
     except BaseException:
         say("lab up failed; stopping everything it started")
         try:
@@ -583,6 +608,7 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
     state = LabState.load(paths)
     problems: list[str] = []
     every = lab_nodes.present(paths, state.nodes if state else 1)
+    problems += sdnode_run.take_down(paths, None, say, forget=False)
     for node in reversed(every[1:]):
         problems += lab_nodes.stop_node(node, say)
     kubelet_service = paths.bin / "kubelet-service"

@@ -39,10 +39,12 @@ def require_root() -> None:
         raise LabError("the lab needs root (it runs containerd and kubelet); run it with sudo")
 
 
-def ensure_packages(say: object = print) -> list[str]:
-    """Install the Debian packages the lab needs; returns the ones it installed."""
+def ensure_packages(say: object = print, packages: dict[str, str] | None = None) -> list[str]:
+    """Install the Debian packages the lab needs (or `packages`: package -> a file it
+    installs); returns the ones it installed."""
     emit = say if callable(say) else print
-    missing = [pkg for pkg, path in PACKAGES.items() if not Path(path).exists()]
+    wanted = PACKAGES if packages is None else packages
+    missing = [pkg for pkg, path in wanted.items() if not Path(path).exists()]
     if not missing:
         return []
     if shutil.which("apt-get") is None:
@@ -57,7 +59,7 @@ def ensure_packages(say: object = print) -> list[str]:
                 f"could not install {', '.join(missing)}: `{' '.join(args)}` failed:\n"
                 + "\n".join(tail)
             )
-    still = [pkg for pkg in missing if not Path(PACKAGES[pkg]).exists()]
+    still = [pkg for pkg in missing if not Path(wanted[pkg]).exists()]
     if still:
         raise LabError(f"apt-get ran but {', '.join(still)} is still missing")
     return missing

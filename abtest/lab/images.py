@@ -117,8 +117,13 @@ def write_oci_archive(out: Path, ref: str, layer: bytes, cmd: list[str]) -> None
 def import_images(paths: layout.Paths, node: layout.Node | None = None) -> None:
     """Import both images into `node`'s containerd (default node 1): each node has its own."""
     node = node or layout.Node(1, paths)
+    import_archives(paths, node.containerd_socket)
+
+
+def import_archives(paths: layout.Paths, containerd_socket: Path) -> None:
+    """Import both images into the containerd listening on `containerd_socket`."""
     layer = _rootfs_layer(Path("/bin/busybox"))
-    ctr = [str(paths.bin / "ctr"), "--address", str(node.containerd_socket), "-n", "k8s.io"]
+    ctr = [str(paths.bin / "ctr"), "--address", str(containerd_socket), "-n", "k8s.io"]
     for ref, cmd in ((layout.BUSYBOX_IMAGE, ["sh"]), (layout.PAUSE_IMAGE, PAUSE_CMD)):
         archive = paths.root / "images" / (ref.rsplit("/", 1)[1].replace(":", "_") + ".tar")
         write_oci_archive(archive, ref, layer, cmd)

@@ -329,6 +329,8 @@ class LabState:
     #: the containerd version the last `up` ran (None: a state from before the lab built
     #: its own, which ran Debian's containerd 1.6)
     containerd: str | None = None
+    #: whether the last `up` ran the systemd node (`--systemd-node`, sdnode.py)
+    systemd_node: bool = False
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from abtest.lab import components, host, layout, sshd
+from abtest.lab import components, host, layout, sdnode_run, sshd
 from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.processes import alive, read_pid
 
@@ -31,6 +31,8 @@ LAB_PROGRAMS = (
     "containerd-shim-runc-v2",
     "sshd",
     "socat",
+    # the systemd node's (its command line names its root filesystem in the state dir)
+    "systemd-nspawn",
 )
 
 
@@ -115,6 +117,7 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
         for line in host.HOSTS.read_text().splitlines():
             if layout.HOSTS_MARK in line:
                 out.append(f"/etc/hosts: the line {line.strip()!r}")
+    out += [line for line in sdnode_run.left_behind(paths) if line not in out]
     if paths.run.exists():
         out.append(f"directory: {paths.run}")
     return out
