@@ -1,12 +1,12 @@
-"""The lab's systemd node (issue 28) end to end: a kubeadm-shaped node whose kubelet is a
+"""The lab's systemd node end to end: a kubeadm-shaped node whose kubelet is a
 systemd unit, driven by the node layer through the profile the lab writes from the shipped
 playbooks/nodes/kubeadm-systemd.yaml.
 
 The module fixture adds the node to the running lab (`abtest lab up --systemd-node`; the
 first run builds its image, ~4 min) and takes it away again (`abtest lab up`), so the other
 lab tests find the default lab. Every test leaves the kubelet's files byte-identical, the
-lock free and the unit active. Run under the lab lock:
-``flock /tmp/abtest-lab.lock .venv/bin/python -m pytest -q -m lab tests/lab/lab/test_systemd_node_lab.py``.
+lock free and the unit active. Alone: ``.venv/bin/python -m pytest -q -m lab
+tests/lab/lab/test_systemd_node_lab.py``.
 """
 
 from __future__ import annotations
