@@ -205,7 +205,7 @@ def test_images_are_imported_with_the_labs_own_ctr(
 
 def test_debian_containerd_is_not_a_package_the_lab_needs() -> None:
     assert "containerd" not in host.PACKAGES
-    bootstrap = (Path(__file__).parent.parent / "scripts" / "bootstrap").read_text()
+    bootstrap = (Path(__file__).parents[3] / "scripts" / "bootstrap").read_text()
     pkgs = bootstrap.split("PKGS=(", 1)[1].split(")", 1)[0].split()
     assert "containerd" not in pkgs and "runc" in pkgs
 
@@ -213,7 +213,7 @@ def test_debian_containerd_is_not_a_package_the_lab_needs() -> None:
 # --- the config has no key containerd 1.7 deprecates ------------------------------------------
 
 # containerd 1.7's deprecation warnings for CRI config keys (pkg/deprecation), by the key that
-# raises each; `ctr deprecations list` on the lab shows none (tests/test_lab.py).
+# raises each; `ctr deprecations list` on the lab shows none (tests/lab/lab/test_lab.py).
 DEPRECATED_KEYS = {
     "systemd_cgroup",
     "untrusted_workload_runtime",
