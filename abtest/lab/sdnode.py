@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from abtest import datafiles
+from abtest.config import datafiles
 from abtest.errors import LabError
 from abtest.lab import components, host, layout, pki, sdnode_image
 from abtest.lab import sdnode_files as sf

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweep_signal import sigterm_once_every_node_measured
 
 from abtest.app.report import build_model
 from abtest.cluster.client import connect
@@ -247,33 +248,7 @@ def test_sigterm_mid_fleet_sweep_restores_both_nodes(fleet: dict[str, Any], tmp_
     run_id_file = tmp_path / "run-id"
     log = tmp_path / "sweep.log"
     args = _sweep_args(fleet, db, "--run-id-file", str(run_id_file))
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "abtest", *args],
-            env={**os.environ, "NO_COLOR": "1", "ABTEST_DB": str(db)},
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        deadline = time.monotonic() + 300
-        while True:  # both nodes measured a round and are into their next visit
-            assert proc.poll() is None, f"ended early:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"too slow:\n{log.read_text()[-3000:]}"
-            if run_id_file.exists():
-                with Store(db) as store:
-                    nodes = store.query("SELECT DISTINCT node_name FROM rounds")
-                if len(nodes) == 2:
-                    break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
+    rc, text = sigterm_once_every_node_measured(args, db, run_id_file, log)
     assert rc == 128 + signal.SIGTERM, text[-3000:]
     assert "Traceback" not in text
     with Store(db) as store:

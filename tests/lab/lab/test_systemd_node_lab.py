@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweep_signal import sigterm_once_every_node_measured
 
 from abtest.cluster.client import connect
 from abtest.cluster.nodes import configz, feature_enabled
@@ -318,33 +319,7 @@ def test_sigterm_mid_sweep_over_both_shapes_restores_both(
         "--profile", str(sdnode.SystemdNode(Paths()).profile), "--rounds", "2", "--sizes", "5",
         "--namespace", "abtest-fleet", "--db", str(db), "--run-id-file", str(run_id_file),
     ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "abtest", *args],
-            env={**os.environ, "NO_COLOR": "1", "ABTEST_DB": str(db)},
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        deadline = time.monotonic() + 400
-        while True:  # both nodes measured a round and are into their next visit
-            assert proc.poll() is None, f"ended early:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"too slow:\n{log.read_text()[-3000:]}"
-            if run_id_file.exists():
-                with Store(db) as s:
-                    nodes = s.query("SELECT DISTINCT node_name FROM rounds")
-                if len(nodes) == 2:
-                    break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    out_text = log.read_text()
+    rc, out_text = sigterm_once_every_node_measured(args, db, run_id_file, log, deadline_s=400)
     assert rc == 128 + signal.SIGTERM, out_text[-3000:]
     assert "Traceback" not in out_text
     with Store(db) as s:
