@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 from abtest.batch.round import run_round
+from abtest.batch.spec import RoundSpec
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
 from abtest.config.playbook import Generator, Workload, load_profile
@@ -40,16 +41,18 @@ def one(
 ) -> dict[str, Any]:
     result = run_round(
         cluster,
-        node_name=profile.node_name,
-        namespace=ns,
-        size=size,
-        run_id="bench-generator",
-        workload=Workload(cpu_request=args.cpu_request),
-        generator=Generator(
-            qps=args.qps, concurrency=args.concurrency, timeout_s=300.0, observe_s=args.observe
+        RoundSpec(
+            node_name=profile.node_name,
+            namespace=ns,
+            size=size,
+            run_id="bench-generator",
+            workload=Workload(cpu_request=args.cpu_request),
+            generator=Generator(
+                qps=args.qps, concurrency=args.concurrency, timeout_s=300.0, observe_s=args.observe
+            ),
+            sandbox_count=node.sandbox_count,
+            scrape_metrics=False,
         ),
-        sandbox_count=node.sandbox_count,
-        scrape_metrics=False,
     )
     pods = result.pods
     sent = sorted(p.sent_s for p in pods if p.sent_s is not None)

@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from abtest.batch.round import run_round
+from abtest.batch.spec import RoundSpec
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
 from abtest.config.playbook import Generator, Workload, load_profile
@@ -107,16 +108,20 @@ def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> 
 
     result = run_round(
         cluster,
-        node_name=profile.node_name,
-        namespace=NAMESPACE,
-        size=size,
-        run_id="bench-cleanup",
-        workload=Workload(cpu_request=args.cpu_request),
-        generator=Generator(qps=1000.0, concurrency=150, timeout_s=300.0, observe_s=args.observe),
-        sandbox_count=node.sandbox_count,
-        reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
-        clean_sandboxes=None if args.kubelet_stops else clean,
-        scrape_metrics=not args.no_metrics,
+        RoundSpec(
+            node_name=profile.node_name,
+            namespace=NAMESPACE,
+            size=size,
+            run_id="bench-cleanup",
+            workload=Workload(cpu_request=args.cpu_request),
+            generator=Generator(
+                qps=1000.0, concurrency=150, timeout_s=300.0, observe_s=args.observe
+            ),
+            sandbox_count=node.sandbox_count,
+            reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+            clean_sandboxes=None if args.kubelet_stops else clean,
+            scrape_metrics=not args.no_metrics,
+        ),
     )
     parts = {f"{g.phase}.{g.part}": g.seconds for g in result.gap_parts}
     return {

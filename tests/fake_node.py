@@ -22,14 +22,15 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
+from abtest.batch.spec import RoundSpec
 from abtest.config.domain import Release, Scalar, release_of
-from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.config.playbook import Generator, NodeProfile
 from abtest.engine.nodekit import NodeControl
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
@@ -305,31 +306,19 @@ class FakeKit:
     def session(self, profile: NodeProfile) -> FakeSession:
         return FakeSession(self.nodes[profile.node_name])
 
-    def run_round(
-        self,
-        cluster: Any,
-        *,
-        node_name: str,
-        namespace: str,
-        size: int,
-        run_id: str,
-        workload: Workload,
-        generator: Generator,
-        sandbox_count: Callable[[], int],
-        reap_sandboxes: Callable[[], int],
-        clean_sandboxes: Callable[[str], int] | None = None,
-        verify: Callable[[str], str | None] | None = None,
-    ) -> RoundResult:
+    def run_round(self, cluster: Any, spec: RoundSpec) -> RoundResult:
         # a sweep passes verify only for an arm with a runtime class (RuntimeKit's rounds)
-        assert verify is None, "FakeKit: a round to verify needs RuntimeKit"
-        node = self.nodes[node_name]
-        node.record(f"round {size}", "round")
+        assert spec.verify is None, "FakeKit: a round to verify needs RuntimeKit"
+        assert spec.sandbox_count is not None and spec.reap_sandboxes is not None
+        assert spec.generator is not None
+        node = self.nodes[spec.node_name]
+        node.record(f"round {spec.size}", "round")
         if node.hold == "round":
             node.hold = None
             node.hold_here("round")
-        sandbox_count(), reap_sandboxes()
+        spec.sandbox_count(), spec.reap_sandboxes()
         node.phase = "applied"
-        return fake_round(node_name, namespace, size, generator)
+        return fake_round(spec.node_name, spec.namespace, spec.size, spec.generator)
 
 
 def fake_round(

@@ -10,6 +10,7 @@ from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
 from abtest.batch.run_record import finish_run, new_run, probe_environment
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import round_selector
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import ensure_namespace
@@ -158,17 +159,19 @@ def run_single_batch(
             )
             result = run_round(
                 cluster,
-                node_name=profile.node_name,
-                namespace=namespace,
-                size=pods,
-                run_id=run_id,
-                workload=workload,
-                generator=generator,
-                sandbox_count=node.sandbox_count,
-                reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
-                clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
-                say=say,
-                verify=verify,
+                RoundSpec(
+                    node_name=profile.node_name,
+                    namespace=namespace,
+                    size=pods,
+                    run_id=run_id,
+                    workload=workload,
+                    generator=generator,
+                    sandbox_count=node.sandbox_count,
+                    reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
+                    clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
+                    say=say,
+                    verify=verify,
+                ),
             )
         round_id = record_round(store, run_id, result)
     except (KeyboardInterrupt, Interrupted):

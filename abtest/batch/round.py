@@ -33,6 +33,7 @@ from abtest.batch.generator import SubmitResult, submit
 from abtest.batch.model import PodRecord, RoundResult
 from abtest.batch.observe import PodTracker
 from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
+from abtest.batch.spec import RoundSpec, Say, WatchOptions
 from abtest.batch.template import RenderedPod, render_batch, round_selector
 from abtest.cluster.client import Cluster
 from abtest.cluster.namespaces import check_owned
@@ -52,7 +53,6 @@ POLL_IDLE_S = sandbox_wait.POLL_IDLE_S
 POLL_AFTER_REMOVAL_S = sandbox_wait.POLL_AFTER_REMOVAL_S
 BACKOFF_FIRST_S = sandbox_wait.BACKOFF_FIRST_S
 BACKOFF_MAX_S = sandbox_wait.BACKOFF_MAX_S
-Say = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
@@ -61,15 +61,6 @@ def _quiet(_: str) -> None:
 
 def _created(status: int | None, attempts: int) -> bool:
     return PodRecord("", http_status=status, attempts=attempts).created
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    """Knobs for tests: a short server timeout forces re-established watches; an old
-    resourceVersion forces the 410 Gone re-list path."""
-
-    server_timeout_s: int = 3600
-    start_resource_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -389,25 +380,9 @@ def _result(
     )
 
 
-def run_round(
-    cluster: Cluster,
-    *,
-    node_name: str,
-    namespace: str,
-    size: int,
-    run_id: str,
-    workload: Workload | None = None,
-    generator: Generator | None = None,
-    sandbox_count: Callable[[], int] | None = None,
-    cleanup_timeout_s: float = 300.0,
-    scrape_metrics: bool = True,
-    say: Say = _quiet,
-    watch_options: WatchOptions | None = None,
-    reap_sandboxes: Callable[[], int] | None = None,
-    clean_sandboxes: Callable[[str], int] | None = None,
-    verify: Callable[[str], str | None] | None = None,
-) -> RoundResult:
-    """Run one round on the node as it is, clean up after it, and return what it measured.
+def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
+    """Run the round ``spec`` describes on the node as it is, clean up after it, and return
+    what it measured.
 
     ``verify`` is given the round's label value after the observation, while the round's pods
     and sandboxes still exist (a runtime arm proves each sandbox's handler); the problem it
@@ -423,21 +398,23 @@ def run_round(
     which would otherwise run (up to a minute later) in the middle of the next round. The
     namespace must exist and be the tool's own (``ensure_namespace``).
     """
+    node_name, namespace, size = spec.node_name, spec.namespace, spec.size
+    sandbox_count, verify, say = spec.sandbox_count, spec.verify, spec.say or _quiet
     if size < 1:
         raise ValueError("a round needs at least one pod")
-    workload = workload or Workload()
-    gen = generator or Generator()
-    wopts = watch_options or WatchOptions()
+    workload = spec.workload or Workload()
+    gen = spec.generator or Generator()
+    wopts = spec.watch_options or WatchOptions()
     clock = time.monotonic
     prep = _prepare(
         cluster,
         node_name=node_name,
         namespace=namespace,
         size=size,
-        run_id=run_id,
+        run_id=spec.run_id,
         workload=workload,
         sandbox_count=sandbox_count,
-        scrape_metrics=scrape_metrics,
+        scrape_metrics=spec.scrape_metrics,
         clock=clock,
     )
     tracker = PodTracker(prep.names)
@@ -489,17 +466,17 @@ def run_round(
             prep,
             namespace=namespace,
             sandbox_count=sandbox_count,
-            timeout_s=cleanup_timeout_s,
+            timeout_s=spec.cleanup_timeout_s,
             clock=clock,
-            reap_sandboxes=reap_sandboxes,
-            clean_sandboxes=clean_sandboxes,
+            reap_sandboxes=spec.reap_sandboxes,
+            clean_sandboxes=spec.clean_sandboxes,
             say=say,
         )
         # the events were listed (as of before the delete) while the node was cleaned
         events = events_after_cleanup(got.events, clock)
     except BaseException as exc:
         # an error ended the round early: still take its pods away, then let it propagate
-        _cleanup_after_error(exc, cluster, namespace, prep.selector, cleanup_timeout_s)
+        _cleanup_after_error(exc, cluster, namespace, prep.selector, spec.cleanup_timeout_s)
         if got is not None:
             finish_events(got.events, exc)
         raise

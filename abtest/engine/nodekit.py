@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from abtest.batch.model import RoundResult
 from abtest.batch.round import run_round
 from abtest.batch.run_record import probe_environment
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import round_selector
 from abtest.cluster.client import Cluster, Forbidden, connect
 from abtest.cluster.environment import server_version
@@ -25,7 +26,7 @@ from abtest.cluster.nodes import node_names, node_status
 from abtest.cluster.pods import count_pods, list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.config.domain import Scalar
-from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.config.playbook import NodeProfile
 from abtest.errors import ClusterError, NodeError
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
@@ -138,21 +139,7 @@ class NodeKit(Protocol):
 
     def session(self, profile: NodeProfile) -> NodeAccess: ...
 
-    def run_round(
-        self,
-        cluster: Cluster,
-        *,
-        node_name: str,
-        namespace: str,
-        size: int,
-        run_id: str,
-        workload: Workload,
-        generator: Generator,
-        sandbox_count: Callable[[], int],
-        reap_sandboxes: Callable[[], int],
-        clean_sandboxes: Callable[[str], int] | None = None,
-        verify: Callable[[str], str | None] | None = None,
-    ) -> RoundResult: ...
+    def run_round(self, cluster: Cluster, spec: RoundSpec) -> RoundResult: ...
 
 
 class RealNodes:
@@ -255,31 +242,5 @@ class RealNodes:
     def session(self, profile: NodeProfile) -> NodeAccess:
         return NodeSession(profile)
 
-    def run_round(
-        self,
-        cluster: Cluster,
-        *,
-        node_name: str,
-        namespace: str,
-        size: int,
-        run_id: str,
-        workload: Workload,
-        generator: Generator,
-        sandbox_count: Callable[[], int],
-        reap_sandboxes: Callable[[], int],
-        clean_sandboxes: Callable[[str], int] | None = None,
-        verify: Callable[[str], str | None] | None = None,
-    ) -> RoundResult:
-        return run_round(
-            cluster,
-            node_name=node_name,
-            namespace=namespace,
-            size=size,
-            run_id=run_id,
-            workload=workload,
-            generator=generator,
-            sandbox_count=sandbox_count,
-            reap_sandboxes=reap_sandboxes,
-            clean_sandboxes=clean_sandboxes,
-            verify=verify,
-        )
+    def run_round(self, cluster: Cluster, spec: RoundSpec) -> RoundResult:
+        return run_round(cluster, spec)

@@ -29,6 +29,7 @@ from typing import Any
 
 from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, new_run
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
 from abtest.config.domain import Arm, release_of
@@ -361,16 +362,14 @@ class NodeSweep:
         pb = self.plan.playbook
         workload = arm_workload(pb.workload, arm)  # the arm's pod part, rendered into its pods
         # a runtime arm's rounds prove each pod's runtime before their pods are deleted
-        check = (
-            {
-                "verify": round_verifier(
-                    runtime,
-                    pods=lambda tag: self.kit.round_pods(cluster, pb.namespace, tag),
-                    handlers=lambda tag: session.round_handlers(pb.namespace, tag),
-                )
-            }
+        verify = (
+            round_verifier(
+                runtime,
+                pods=lambda tag: self.kit.round_pods(cluster, pb.namespace, tag),
+                handlers=lambda tag: session.round_handlers(pb.namespace, tag),
+            )
             if runtime is not None
-            else {}
+            else None
         )
         previous = None  # the round before, in this visit: the sweep's share of the gap
         for slot in slots:
@@ -378,16 +377,18 @@ class NodeSweep:
             self.emit("round_start", {"node": node, "slot": slot})
             result = self.kit.run_round(
                 cluster,
-                node_name=node,
-                namespace=pb.namespace,
-                size=slot.size,
-                run_id=self.run_id,
-                workload=workload,
-                generator=pb.generator,
-                sandbox_count=session.sandbox_count,
-                reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
-                clean_sandboxes=lambda tag: session.clean_round_sandboxes(pb.namespace, tag),
-                **check,
+                RoundSpec(
+                    node_name=node,
+                    namespace=pb.namespace,
+                    size=slot.size,
+                    run_id=self.run_id,
+                    workload=workload,
+                    generator=pb.generator,
+                    sandbox_count=session.sandbox_count,
+                    reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
+                    clean_sandboxes=lambda tag: session.clean_round_sandboxes(pb.namespace, tag),
+                    verify=verify,
+                ),
             )
             record_round(
                 self.store,

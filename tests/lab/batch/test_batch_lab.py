@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from abtest.batch.record import record_round
-from abtest.batch.round import WatchOptions, run_round
+from abtest.batch.round import run_round
 from abtest.batch.run_record import finish_run, new_run, probe_environment
+from abtest.batch.spec import RoundSpec, WatchOptions
 from abtest.cli.main import app
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import (
@@ -64,12 +65,14 @@ def test_twenty_pod_round_accepted_stored_and_recomputable(
     run_id = new_run(store, "batch", profile=lab_profile, env=env)
     result = run_round(
         cluster,
-        node_name=lab_profile.node_name,
-        namespace=namespace,
-        size=20,
-        run_id=run_id,
-        generator=Generator(observe_s=3.0),
-        sandbox_count=node.sandbox_count,
+        RoundSpec(
+            node_name=lab_profile.node_name,
+            namespace=namespace,
+            size=20,
+            run_id=run_id,
+            generator=Generator(observe_s=3.0),
+            sandbox_count=node.sandbox_count,
+        ),
     )
     assert result.accepted, result.reason
     assert len(result.latencies_s) == 20
@@ -114,13 +117,15 @@ def test_missing_image_times_out_fails_acceptance_and_is_cleaned(
     baseline = node.sandbox_count()
     result = run_round(
         cluster,
-        node_name=lab_profile.node_name,
-        namespace=namespace,
-        size=2,
-        run_id="t-missing-image",
-        workload=Workload(image="docker.io/library/abtest-no-such-image:0.0.0"),
-        generator=Generator(timeout_s=20.0, observe_s=1.0),
-        sandbox_count=node.sandbox_count,
+        RoundSpec(
+            node_name=lab_profile.node_name,
+            namespace=namespace,
+            size=2,
+            run_id="t-missing-image",
+            workload=Workload(image="docker.io/library/abtest-no-such-image:0.0.0"),
+            generator=Generator(timeout_s=20.0, observe_s=1.0),
+            sandbox_count=node.sandbox_count,
+        ),
     )
     assert not result.accepted
     assert result.timed_out
@@ -158,13 +163,15 @@ def test_watch_survives_drops_and_expired_resource_version(
     _expire_old_resource_versions()
     result = run_round(
         cluster,
-        node_name=lab_profile.node_name,
-        namespace=namespace,
-        size=3,
-        run_id="t-watch",
-        generator=Generator(observe_s=2.5),
-        scrape_metrics=False,
-        watch_options=WatchOptions(server_timeout_s=1, start_resource_version="1"),
+        RoundSpec(
+            node_name=lab_profile.node_name,
+            namespace=namespace,
+            size=3,
+            run_id="t-watch",
+            generator=Generator(observe_s=2.5),
+            scrape_metrics=False,
+            watch_options=WatchOptions(server_timeout_s=1, start_resource_version="1"),
+        ),
     )
     assert result.watch_relisted >= 1
     assert result.watch_restarts >= 1
@@ -180,8 +187,9 @@ def test_namespace_not_owned_is_refused(cluster: Cluster, lab_profile: NodeProfi
             ensure_namespace(cluster, name)
         with pytest.raises(NamespaceNotOwned):
             run_round(
-                cluster, node_name=lab_profile.node_name, namespace=name, size=1, run_id="t",
-            )  # fmt: skip
+                cluster,
+                RoundSpec(node_name=lab_profile.node_name, namespace=name, size=1, run_id="t"),
+            )
         with pytest.raises(NamespaceNotOwned):
             delete_pods(cluster, name, f"{MANAGED_BY_KEY}={MANAGED_BY}")
         with pytest.raises(NamespaceNotOwned):

@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from abtest.batch.round import run_round
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
@@ -189,16 +190,18 @@ def test_the_round_stops_only_its_own_sandboxes_and_the_node_is_clean(
 
     result = run_round(
         cluster,
-        node_name=lab_profile.node_name,
-        namespace=TOOL_NS,
-        size=SIZE,
-        run_id="cleanup-fast-lab",
-        workload=Workload(cpu_request="10m"),
-        generator=Generator(observe_s=1.0, timeout_s=120.0),
-        sandbox_count=node.sandbox_count,
-        clean_sandboxes=clean,
-        cleanup_timeout_s=120.0,
-        scrape_metrics=False,
+        RoundSpec(
+            node_name=lab_profile.node_name,
+            namespace=TOOL_NS,
+            size=SIZE,
+            run_id="cleanup-fast-lab",
+            workload=Workload(cpu_request="10m"),
+            generator=Generator(observe_s=1.0, timeout_s=120.0),
+            sandbox_count=node.sandbox_count,
+            clean_sandboxes=clean,
+            cleanup_timeout_s=120.0,
+            scrape_metrics=False,
+        ),
     )
     node.profile_command = run_command  # type: ignore[method-assign]
     assert result.accepted, result.reason

@@ -22,6 +22,7 @@ from abtest.batch.collect import event_records
 from abtest.batch.model import EventRecord
 from abtest.batch.round import run_round
 from abtest.batch.run_record import new_run
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
@@ -61,15 +62,17 @@ def test_stored_events_equal_a_listing_at_the_same_moment_and_the_node_is_clean(
             for _ in range(2):
                 result = run_round(
                     cluster,
-                    node_name=lab_profile.node_name,
-                    namespace=NAMESPACE,
-                    size=SIZE,
-                    run_id=run_id,
-                    workload=Workload(cpu_request="10m"),
-                    generator=Generator(observe_s=1.0),
-                    sandbox_count=node.sandbox_count,
-                    clean_sandboxes=lambda tag: node.clean_round_sandboxes(NAMESPACE, tag),
-                    verify=list_now,
+                    RoundSpec(
+                        node_name=lab_profile.node_name,
+                        namespace=NAMESPACE,
+                        size=SIZE,
+                        run_id=run_id,
+                        workload=Workload(cpu_request="10m"),
+                        generator=Generator(observe_s=1.0),
+                        sandbox_count=node.sandbox_count,
+                        clean_sandboxes=lambda tag: node.clean_round_sandboxes(NAMESPACE, tag),
+                        verify=list_now,
+                    ),
                 )
                 clean.append(
                     (

@@ -16,6 +16,7 @@ from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
 from abtest.batch.run_record import new_run
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
@@ -64,14 +65,16 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
             for _ in range(2):
                 result = run_round(
                     cluster,
-                    node_name=lab_profile.node_name,
-                    namespace=NAMESPACE,
-                    size=5,
-                    run_id=run_id,
-                    workload=Workload(cpu_request="10m"),
-                    generator=Generator(observe_s=1.0),
-                    sandbox_count=node.sandbox_count,
-                    reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+                    RoundSpec(
+                        node_name=lab_profile.node_name,
+                        namespace=NAMESPACE,
+                        size=5,
+                        run_id=run_id,
+                        workload=Workload(cpu_request="10m"),
+                        generator=Generator(observe_s=1.0),
+                        sandbox_count=node.sandbox_count,
+                        reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+                    ),
                 )
                 # what the next round starts from: checked independently of the round
                 clean_counts.append(

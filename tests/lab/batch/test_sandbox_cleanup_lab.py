@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from abtest.batch.round import run_round
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
@@ -170,15 +171,17 @@ def test_decoy_namespace_keeps_its_stopped_sandboxes_through_a_round(
     try:
         result = run_round(
             cluster,
-            node_name=lab_profile.node_name,
-            namespace=TOOL_NS,
-            size=5,
-            run_id="sandbox-cleanup-lab",
-            generator=Generator(observe_s=1.0, timeout_s=120.0),
-            sandbox_count=node.sandbox_count,
-            reap_sandboxes=lambda: node.remove_stopped_sandboxes(TOOL_NS),
-            cleanup_timeout_s=120.0,
-            scrape_metrics=False,
+            RoundSpec(
+                node_name=lab_profile.node_name,
+                namespace=TOOL_NS,
+                size=5,
+                run_id="sandbox-cleanup-lab",
+                generator=Generator(observe_s=1.0, timeout_s=120.0),
+                sandbox_count=node.sandbox_count,
+                reap_sandboxes=lambda: node.remove_stopped_sandboxes(TOOL_NS),
+                cleanup_timeout_s=120.0,
+                scrape_metrics=False,
+            ),
         )
     finally:
         if created:

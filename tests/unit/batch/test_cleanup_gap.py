@@ -26,6 +26,7 @@ from abtest.batch.collect import EventsListing
 from abtest.batch.gaps import AFTER, phase_total
 from abtest.batch.generator import CreateRecord, SubmitResult
 from abtest.batch.model import EventRecord
+from abtest.batch.spec import RoundSpec
 from abtest.cluster import pods
 from abtest.config.playbook import Generator
 from abtest.errors import ClusterError, NodeError
@@ -209,12 +210,14 @@ def fake_round(monkeypatch: pytest.MonkeyPatch) -> EventStore:
 def _run(store: EventStore) -> Any:
     return round_mod.run_round(
         FakeCluster(store),  # type: ignore[arg-type]
-        node_name="n1",
-        namespace="abtest",
-        size=3,
-        run_id="r",
-        generator=Generator(timeout_s=30.0, observe_s=0.0),
-        scrape_metrics=False,
+        RoundSpec(
+            node_name="n1",
+            namespace="abtest",
+            size=3,
+            run_id="r",
+            generator=Generator(timeout_s=30.0, observe_s=0.0),
+            scrape_metrics=False,
+        ),
     )
 
 

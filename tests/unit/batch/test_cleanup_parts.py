@@ -21,6 +21,7 @@ from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, phase_total
 from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.run_record import new_run
+from abtest.batch.spec import RoundSpec
 from abtest.cluster import pods as pods_mod
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import NodeSweep, SweepOptions
@@ -349,8 +350,8 @@ class TimedKit(FakeKit):
         super().__init__(*nodes)
         self.t = 0.0
 
-    def run_round(self, cluster: Any, **kw: Any) -> RoundResult:
-        result = super().run_round(cluster, **kw)
+    def run_round(self, cluster: Any, spec: RoundSpec) -> RoundResult:
+        result = super().run_round(cluster, spec)
         self.t += 1.0
         entered = self.t
         self.t += 10.0

@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from abtest.batch.observe import PodTracker
+from abtest.batch.spec import RoundSpec
 from abtest.cluster import client as client_mod
 from abtest.cluster import environment, namespaces, nodes, pods
 from abtest.cluster.client import Cluster, connect, node_proxy_get
@@ -346,11 +347,13 @@ def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
     with pytest.raises(ClusterError, match="gave up: 410 Gone"):
         round_mod.run_round(
             FakeCluster(core),  # type: ignore[arg-type]
-            node_name="n1",
-            namespace="abtest",
-            size=1,
-            run_id="r",
-            generator=Generator(timeout_s=120.0, observe_s=0.0),
-            scrape_metrics=False,
+            RoundSpec(
+                node_name="n1",
+                namespace="abtest",
+                size=1,
+                run_id="r",
+                generator=Generator(timeout_s=120.0, observe_s=0.0),
+                scrape_metrics=False,
+            ),
         )
     assert len(deleted) == 1 and "app.kubernetes.io/managed-by=abtest" in deleted[0]

@@ -20,6 +20,7 @@ import pytest
 import scipy.stats as sps
 from fake_node import FakeKit, FakeNode, fake_round
 
+from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.fleet import check_fleet, same_node
 from abtest.engine.sweep import SweepOptions, done_keys, run_sweep
@@ -483,13 +484,15 @@ class SlowKit(FakeKit):
         super().__init__(*nodes)
         self.rng = np.random.default_rng(seed)
 
-    def run_round(self, cluster: Any, *, node_name: str, size: int, **kw: Any) -> Any:
+    def run_round(self, cluster: Any, spec: RoundSpec) -> Any:
+        node_name, size = spec.node_name, spec.size
         node = self.nodes[node_name]
         node.record(f"round {size}", "round")
         slow = 1.5 if node.config.get("kubeAPIQPS") == 3 else 1.0
         seconds = float(slow * (0.5 + 0.02 * size) * math.exp(self.rng.normal(0.0, 0.02)))
         node.phase = "applied"
-        return fake_round(node_name, kw["namespace"], size, kw["generator"], seconds)
+        assert spec.generator is not None
+        return fake_round(node_name, spec.namespace, size, spec.generator, seconds)
 
 
 def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_verdict(

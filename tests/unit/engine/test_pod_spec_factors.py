@@ -18,12 +18,13 @@ from fake_node import FakeController, FakeKit, FakeNode, FakeSession, fake_profi
 from typer.testing import CliRunner
 
 from abtest.batch.model import RoundResult
+from abtest.batch.spec import RoundSpec
 from abtest.batch.template import arm_workload, render_batch
 from abtest.cli.main import app
 from abtest.config.catalog import parse_catalog
 from abtest.config.domain import Arm
 from abtest.config.plan_options import PlanOptions
-from abtest.config.playbook import Generator, NodeProfile, Workload, load_profile, parse_profile
+from abtest.config.playbook import NodeProfile, Workload, load_profile, parse_profile
 from abtest.engine.design import build_arms
 from abtest.engine.pod_arms import (
     ArmRuntimeUnavailable,
@@ -435,18 +436,10 @@ class RuntimeKit(FakeKit):
         node = cluster.node
         return [_pod(n, node.pod_class) for n in node.sandboxes]
 
-    def run_round(
-        self,
-        cluster: Any,
-        *,
-        node_name: str,
-        namespace: str,
-        size: int,
-        workload: Workload,
-        generator: Generator,
-        verify: Callable[[str], str | None] | None = None,
-        **_: Any,
-    ) -> RoundResult:
+    def run_round(self, cluster: Any, spec: RoundSpec) -> RoundResult:
+        node_name, namespace, size, verify = spec.node_name, spec.namespace, spec.size, spec.verify
+        workload, generator = spec.workload, spec.generator
+        assert workload is not None and generator is not None
         node = self.nodes[node_name]
         node.record(f"round {size} {workload.runtime_class}")
         node.pod_class = workload.runtime_class  # type: ignore[attr-defined]

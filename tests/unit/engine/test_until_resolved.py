@@ -13,6 +13,7 @@ from fake_node import FakeKit, FakeNode, fake_round
 
 from abtest.app.gates import resolve_options
 from abtest.app.report import build_model
+from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import SweepPlan, build_plan
@@ -115,13 +116,15 @@ class EffectKit(FakeKit):
         super().__init__(node)
         self.rng = np.random.default_rng(seed)
 
-    def run_round(self, cluster: Any, *, node_name: str, size: int, **kw: Any) -> Any:
+    def run_round(self, cluster: Any, spec: RoundSpec) -> Any:
+        node_name, size = spec.node_name, spec.size
         node = self.nodes[node_name]
         node.record(f"round {size}", "round")
         slow = 2.0 if node.config.get("kubeAPIQPS") == 3 else 1.0
         seconds = float(slow * (0.5 + 0.02 * size) * math.exp(self.rng.normal(0.0, 0.02)))
         node.phase = "applied"
-        return fake_round(node_name, kw["namespace"], size, kw["generator"], seconds)
+        assert spec.generator is not None
+        return fake_round(node_name, spec.namespace, size, spec.generator, seconds)
 
 
 def _plan() -> SweepPlan:
