@@ -299,7 +299,7 @@ def _env() -> dict[str, str]:
 
 # --- a fleet of two shapes: the process node and the systemd node ---------------------------
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_sigterm_mid_sweep_over_both_shapes_restores_both(
