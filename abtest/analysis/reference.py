@@ -102,11 +102,10 @@ def _from_catalog(data: RunData, notes: list[str]) -> tuple[PodSpecFactor, ...]:
     for factor in catalog.factors:
         if factor.name not in data.factors or not factor.is_pod_spec:
             continue
-        target = (
-            "pod.runtimeClassName"
-            if factor.kind == "runtime_class"
-            else f"pod.annotations.{factor.annotation}"
-        )
+        keys = [k for k, _ in factor.spec.pod_part(factor, True)]
+        if len(keys) != 1:
+            continue  # the table crosses one pod field with the kubelet's
+        target = keys[0]
         out.append(PodSpecFactor(factor.name, target, str(factor.off), str(factor.on), source))
     if out:
         notes.append(f"pod-spec factors read from the {out[0].source}")

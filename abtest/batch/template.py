@@ -113,29 +113,33 @@ def render_pod(
     meta["name"] = name
     meta["namespace"] = namespace
     meta["labels"] = {**(meta.get("labels") or {}), **labels}
-    # An arm's pod part (runtime_class / pod_annotation factors) is what its rounds compare:
-    # a template that leaves it out must not silently run every arm alike.
+    # An arm's pod part (its pod-spec factors) is what its rounds compare: a template that
+    # leaves it out must not silently run every arm alike.
     if workload.annotations:
         meta["annotations"] = {**(meta.get("annotations") or {}), **dict(workload.annotations)}
+    fields = dict(workload.spec_fields)
     if workload.runtime_class:
+        fields["runtimeClassName"] = workload.runtime_class
+    if fields:
         spec = body.get("spec")
         if not isinstance(spec, dict):
             raise ConfigError("rendered pod template has no spec mapping", where)
-        spec["runtimeClassName"] = workload.runtime_class
+        spec.update(fields)
     return body
 
 
 def arm_workload(workload: Workload, arm: Arm) -> Workload:
-    """The workload an arm's pods carry: the playbook's, with the arm's runtime class and
-    annotations over it (``plan.check_crossing`` refuses a factor and the workload both
-    setting one of them, so nothing of the playbook's is silently replaced)."""
-    if arm.runtime_class is None and not arm.annotations:
+    """The workload an arm's pods carry: the playbook's, with the arm's pod part (runtime
+    class, annotations, spec fields) over it (``plan.check_crossing`` refuses a factor and the
+    workload both setting one of them, so nothing of the playbook's is silently replaced)."""
+    if not arm.pod:
         return workload
     annotations = dict(workload.annotations) | dict(arm.annotations)
     return replace(
         workload,
         runtime_class=arm.runtime_class or workload.runtime_class,
         annotations=tuple(sorted(annotations.items())),
+        spec_fields=tuple(sorted((dict(workload.spec_fields) | dict(arm.spec_fields)).items())),
     )
 
 

@@ -122,7 +122,7 @@ def _arm_settings(arm: Arm) -> str:
     """The kubelet build and settings, then the pod part (``pod.runtimeClassName=crun``)."""
     parts = [f"kubelet.binary={arm.kubelet_binary}"] if arm.kubelet_binary else []
     parts += [f"{k}={show_scalar(v)}" for k, v in arm.settings]
-    parts += [f"{k}={v}" for k, v in arm.pod_dict().items()]
+    parts += [f"{k}={show_scalar(v)}" for k, v in arm.pod]
     return ", ".join(parts)
 
 

@@ -5,18 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from abtest.errors import UserError
 
-FactorKind = Literal[
-    "feature_gate",
-    "config_field",
-    "kubelet_settings",
-    "runtime_class",
-    "pod_annotation",
-    "kubelet_build",
-]
+if TYPE_CHECKING:
+    from abtest.config.kinds import FactorKind
+
 Scalar = bool | int | float | str
 #: Several KubeletConfiguration paths and their values, in catalog order (a tuple, not a
 #: dict, so factors stay hashable).
@@ -60,10 +55,6 @@ def design_choices() -> str:
     )
 
 
-#: Kinds that change what the pod carries, not the kubelet: no restart, rendered into the pod.
-POD_SPEC_KINDS = frozenset({"runtime_class", "pod_annotation"})
-
-
 def show_scalar(value: Scalar | None) -> str:
     if value is None:
         return "unset"
@@ -72,23 +63,32 @@ def show_scalar(value: Scalar | None) -> str:
 
 @dataclass(frozen=True)
 class Factor:
-    """A named change: to the node (a kubelet feature gate, one KubeletConfiguration field, or
-    several fields at once) or to the pod (its RuntimeClass, or one annotation)."""
+    """A named change: to the node (a kubelet feature gate, one KubeletConfiguration field,
+    several fields at once, the kubelet build) or to the pod (its RuntimeClass, an annotation,
+    a spec field). What each level changes is its kind's to say (``abtest.config.kinds``)."""
 
     name: str
-    kind: FactorKind
+    #: a kind's catalog name (``abtest.config.kinds.names()``)
+    kind: str
     on: FactorValue
     off: FactorValue
     summary: str
     component: str = "kubelet"
     availability: str = "upstream"
     expected_effect: str = "unknown"
-    #: pod_annotation only: the annotation key whose value on/off set
-    annotation: str | None = None
+    #: the kind's own parameter, when it has one (pod_annotation: the annotation key)
+    param: str | None = None
+
+    @property
+    def spec(self) -> FactorKind:
+        # imported here: the kinds are built on this module's types
+        from abtest.config.kinds import kind
+
+        return kind(self.kind)
 
     @property
     def is_pod_spec(self) -> bool:
-        return self.kind in POD_SPEC_KINDS
+        return self.spec.pod_spec
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -98,21 +98,16 @@ class Factor:
     @property
     def path(self) -> str:
         """The one KubeletConfiguration path of a gate or config_field factor."""
-        if self.kind not in ("feature_gate", "config_field"):
+        path = self.spec.kubelet_path(self)
+        if path is None:
             raise ValueError(f"factor {self.name} ({self.kind}) has no single kubelet path")
-        return f"featureGates.{self.name}" if self.kind == "feature_gate" else self.name
+        return path
 
     @property
     def targets(self) -> tuple[str, ...]:
         """What this factor changes, one name per thing: kubelet paths, ``pod:runtimeClassName``
         or ``pod:annotations/<key>``. Two factors of one design must not share a target."""
-        if self.kind == "runtime_class":
-            return ("pod:runtimeClassName",)
-        if self.kind == "pod_annotation":
-            return (f"pod:annotations/{self.annotation}",)
-        if self.kind == "kubelet_build":
-            return ("kubelet:binary",)
-        return self.paths
+        return self.spec.targets(self)
 
     def value(self, on: bool) -> FactorValue:
         return self.on if on else self.off
@@ -120,16 +115,7 @@ class Factor:
     def kubelet_settings(self, on: bool) -> Settings:
         """The kubelet config part of this factor at its on or off level (empty for pod-spec
         kinds, kubelet builds, and a gate level that leaves the gate unset)."""
-        if self.is_pod_spec or self.kind == "kubelet_build":
-            return ()
-        v = self.value(on)
-        if v is None:
-            return ()
-        if self.kind == "kubelet_settings":
-            assert isinstance(v, tuple)
-            return v
-        assert not isinstance(v, tuple)
-        return ((self.path, v),)
+        return self.spec.kubelet_settings(self, on)
 
     def show(self, on: bool) -> str:
         """The level as a reader should see it: ``kubeAPIQPS=3, kubeAPIBurst=10``, ``crun``."""
@@ -151,12 +137,10 @@ class Factor:
             "expected_effect": self.expected_effect,
             "paths": list(self.paths),
         }
-        if self.kind in ("feature_gate", "config_field"):
-            out["path"] = self.path
-        if self.kind == "kubelet_build":
-            out["paths"] = []
-        if self.annotation is not None:
-            out["annotation"] = self.annotation
+        if (path := self.spec.kubelet_path(self)) is not None:
+            out["path"] = path
+        if self.param is not None and self.spec.param is not None:
+            out[self.spec.param] = self.param
         return out
 
 
@@ -174,21 +158,26 @@ class Catalog:
         raise KeyError(name)
 
 
+#: An arm's pod part: record keys and values. ``pod.annotations.<key>`` is a metadata
+#: annotation; any other ``pod.<field>`` is the top-level pod spec field ``<field>``.
+PodPart = tuple[tuple[str, Scalar], ...]
+RUNTIME_CLASS_KEY = "pod.runtimeClassName"
+ANNOTATION_PREFIX = "pod.annotations."
+
+
 @dataclass(frozen=True)
 class Arm:
     """One configuration: which factors are on (every other factor is off). Its kubelet part
-    (``settings``, ``kubelet_binary``) is applied to the node; its pod part
-    (``runtime_class``, ``annotations``) is rendered into every pod of its rounds."""
+    (``settings``, ``kubelet_binary``) is applied to the node; its pod part (``pod``) is
+    rendered into every pod of its rounds."""
 
     name: str
     on: frozenset[str]
     settings: Settings = field(default=())
     # A kubelet binary (a file on the node) installed for this arm; None: the node's own.
     kubelet_binary: str | None = None
-    #: the pods' spec.runtimeClassName (None: the workload's own)
-    runtime_class: str | None = None
-    #: pod annotations set by the arm, over the workload's own
-    annotations: tuple[tuple[str, str], ...] = ()
+    #: what the arm's pods carry over the workload's own (``pod.runtimeClassName``, ...)
+    pod: PodPart = ()
 
     def settings_dict(self) -> dict[str, Scalar]:
         return dict(self.settings)
@@ -199,51 +188,66 @@ class Arm:
         between them."""
         return tuple(sorted(self.settings, key=lambda kv: kv[0])), self.kubelet_binary
 
-    def pod_dict(self) -> dict[str, str]:
+    @property
+    def runtime_class(self) -> str | None:
+        """The pods' spec.runtimeClassName (None: the workload's own)."""
+        value = dict(self.pod).get(RUNTIME_CLASS_KEY)
+        return None if value is None else str(value)
+
+    @property
+    def annotations(self) -> tuple[tuple[str, str], ...]:
+        """Pod annotations set by the arm, over the workload's own."""
+        return tuple(
+            (k.removeprefix(ANNOTATION_PREFIX), str(v))
+            for k, v in self.pod
+            if k.startswith(ANNOTATION_PREFIX)
+        )
+
+    @property
+    def spec_fields(self) -> tuple[tuple[str, Scalar], ...]:
+        """Top-level pod spec fields set by the arm, beyond the runtime class."""
+        return tuple(
+            (k.removeprefix("pod."), v)
+            for k, v in self.pod
+            if k != RUNTIME_CLASS_KEY and not k.startswith(ANNOTATION_PREFIX)
+        )
+
+    def pod_dict(self) -> dict[str, Scalar]:
         """The pod part for records and labels: ``pod.runtimeClassName``,
-        ``pod.annotations.<key>``."""
-        out = {"pod.runtimeClassName": self.runtime_class} if self.runtime_class else {}
-        out.update({f"pod.annotations.{k}": v for k, v in self.annotations})
-        return out
+        ``pod.annotations.<key>``, ``pod.<field>``."""
+        return dict(self.pod)
 
 
 @dataclass(frozen=True)
 class ArmParts:
     settings: Settings
-    runtime_class: str | None
-    annotations: tuple[tuple[str, str], ...]
+    pod: PodPart
     #: the kubelet build the arm runs (a release or a path on the node); None: the node's own
     kubelet_binary: str | None = None
 
 
 def arm_parts(on: Iterable[str], factors: Sequence[Factor]) -> ArmParts:
-    """The kubelet settings, kubelet build, runtime class and annotations of the configuration
-    turning ``on`` on and every other factor explicitly off."""
+    """The kubelet settings, kubelet build and pod part of the configuration turning ``on``
+    on and every other factor explicitly off."""
     on_set = frozenset(on)
     settings: list[tuple[str, Scalar]] = []
-    runtime: str | None = None
-    annotations: list[tuple[str, str]] = []
+    pod: list[tuple[str, Scalar]] = []
     builds_on: list[str] = []
     build_off: str | None = None
     for f in factors:
         level = f.name in on_set
-        if f.kind == "kubelet_build":
-            # several build factors share one off level, and an arm turns on one at most
-            # (experiment.design checks both): the one turned on, else that off level
+        settings.extend(f.spec.kubelet_settings(f, level))
+        pod.extend(f.spec.pod_part(f, level))
+        # builds are levels of one choice with one off level, and an arm turns on one at
+        # most (the kind checks both): the one turned on, else that off level
+        if (build := f.spec.kubelet_build(f, level)) is not None:
             if level:
-                builds_on.append(str(f.on))
+                builds_on.append(build)
             else:
-                build_off = str(f.off)
-        elif f.kind == "runtime_class":
-            runtime = str(f.value(level))
-        elif f.kind == "pod_annotation":
-            assert f.annotation is not None
-            annotations.append((f.annotation, str(f.value(level))))
-        else:
-            settings.extend(f.kubelet_settings(level))
+                build_off = build
     build = builds_on[0] if builds_on else build_off
     binary = None if build in (None, NODE_KUBELET) else build
-    return ArmParts(tuple(settings), runtime, tuple(annotations), binary)
+    return ArmParts(tuple(settings), tuple(pod), binary)
 
 
 # --------------------------------------------------------------------- kubelet releases

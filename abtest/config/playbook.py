@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from abtest.config import datafiles
 from abtest.config import numbers as num
@@ -37,6 +38,8 @@ class Workload:
     annotations: tuple[tuple[str, str], ...] = ()
     readiness_probe_command: tuple[str, ...] | None = None
     template: str | None = None
+    #: top-level pod spec fields set over the rendered pod (an arm's pod_field factors)
+    spec_fields: tuple[tuple[str, bool | int | float | str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,7 @@ def _parse_workload(w: Fields) -> Workload:
         "cpu_limit": (limits, "cpu", d.cpu_limit),
         "memory_limit": (limits, "memory", d.memory_limit),
     }
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}  # the resource strings, by Workload field
     for attr, (section, key, default) in quantities.items():
         raw = section.data.get(key, default)
         text = str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw

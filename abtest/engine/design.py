@@ -127,8 +127,7 @@ def make_arm(on: Iterable[str], factors: Sequence[Factor]) -> Arm:
         on=on_set,
         settings=parts.settings,
         kubelet_binary=parts.kubelet_binary,
-        runtime_class=parts.runtime_class,
-        annotations=parts.annotations,
+        pod=parts.pod,
     )
 
 
@@ -144,25 +143,16 @@ def _check_factors(factors: Sequence[Factor]) -> None:
         )
     seen: set[str] = set()
     paths: set[str] = set()
-    builds = [f for f in factors if f.kind == "kubelet_build"]
-    if len({str(f.off) for f in builds}) > 1:
-        levels = ", ".join(f"{f.name} off: {f.off}" for f in builds)
-        raise UserError(
-            f"kubelet-build factors with different off levels ({levels})",
-            where="design",
-            todo="give every kubelet_build factor of one design the same off level (the "
-            "baseline's kubelet), e.g. off: node",
-        )
     for f in factors:
         if f.name in seen:
             raise UserError(f"factor {f.name!r} is listed twice", where="design")
+        seen.add(f.name)
+        if not f.spec.exclusive:
+            continue  # levels of one choice (kubelet builds): the kind checks the design
         for target in f.targets:  # a kubelet path, or the pod's runtime class / an annotation
-            if target == "kubelet:binary":
-                continue  # several builds are levels of one choice: checked per arm below
             if target in paths:
                 raise UserError(f"two factors set the same path {target!r}", where="design")
             paths.add(target)
-        seen.add(f.name)
 
 
 def build_arms(factors: Sequence[Factor], design: str) -> list[Arm]:
@@ -191,26 +181,9 @@ def build_arms(factors: Sequence[Factor], design: str) -> list[Arm]:
             where="design",
             todo="use one of: " + ", ".join(DESIGNS),
         )
-    _check_builds_not_crossed(factors, ons, design)
+    for spec in {f.spec.name: f.spec for f in factors}.values():
+        spec.check_design(design, factors, ons)
     return [make_arm(on, factors) for on in ons]
-
-
-def _check_builds_not_crossed(
-    factors: Sequence[Factor], ons: Sequence[frozenset[str]], design: str
-) -> None:
-    """An arm runs one kubelet binary: a design whose arm turns on two kubelet_build
-    factors (combined, leave-one-out, factorial over two builds) is refused up front."""
-    builds = {f.name for f in factors if f.kind == "kubelet_build"}
-    for on in ons:
-        crossed = sorted(builds & on)
-        if len(crossed) > 1:
-            raise UserError(
-                f"design {design!r} crosses the kubelet-build factors {', '.join(crossed)}: "
-                "one of its arms would run two kubelet binaries at once",
-                where="design",
-                todo="run the builds as levels of one choice with --design baseline+singles, "
-                "or keep one kubelet_build factor",
-            )
 
 
 def gates_all(factors: Sequence[Factor], attribution: bool) -> list[Arm]:

@@ -74,7 +74,7 @@ def test_pod_spec_factors_parse(tmp_path: Path) -> None:
     crun, cold, qps = parse_catalog(_catalog(tmp_path, CRUN + MODE + QPS)).factors
     assert crun.is_pod_spec and cold.is_pod_spec and not qps.is_pod_spec
     assert crun.paths == () and crun.targets == ("pod:runtimeClassName",)
-    assert cold.annotation == "agc.cloud.tencent.com/cube-template-mode"
+    assert cold.param == "agc.cloud.tencent.com/cube-template-mode"
     assert crun.component == "pod"
 
 
@@ -253,9 +253,11 @@ def test_a_custom_template_that_leaves_the_runtime_out_still_carries_it(tmp_path
 
 
 def test_a_visit_with_the_kubelet_settings_of_the_visit_before_needs_no_restart() -> None:
-    a = Arm("baseline", frozenset(), (("kubeAPIQPS", 50),), runtime_class="runc")
-    b = Arm("+crun", frozenset({"crun"}), (("kubeAPIQPS", 50),), runtime_class="crun")
-    c = Arm("+q", frozenset({"q"}), (("kubeAPIQPS", 3),), runtime_class="runc")
+    a = Arm("baseline", frozenset(), (("kubeAPIQPS", 50),), pod=(("pod.runtimeClassName", "runc"),))
+    b = Arm(
+        "+crun", frozenset({"crun"}), (("kubeAPIQPS", 50),), pod=(("pod.runtimeClassName", "crun"),)
+    )
+    c = Arm("+q", frozenset({"q"}), (("kubeAPIQPS", 3),), pod=(("pod.runtimeClassName", "runc"),))
     schedule = build_schedule([a, b, c], [3], blocks=4, seed=3, warmup=False)
     flags = kubelet_visits(schedule)
     assert flags[0] is True

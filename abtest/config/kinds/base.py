@@ -1,0 +1,72 @@
+"""What a factor kind is: one class that reads its levels from a catalog entry and says what
+they change (kubelet settings, the pod, the kubelet build), so the loader, the arms and the pod
+renderer ask the kind instead of knowing every kind by name.
+
+A new kind is one module in this package that defines ``KIND``, an instance of a subclass of
+``FactorKind``; ``abtest.config.kinds`` finds it (no list to extend elsewhere).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from abtest.config.domain import FactorValue, PodPart, Settings
+from abtest.config.yaml_checks import Fields
+
+if TYPE_CHECKING:
+    from abtest.config.domain import Factor
+
+# Names of factors that are not one kubelet path: they only name arms (``+crun``).
+FACTOR_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+class FactorKind:
+    """One kind of factor. Subclasses set ``name`` and override what their levels change;
+    every default says "changes nothing of that sort"."""
+
+    #: the catalog's ``kind:`` value
+    name: ClassVar[str]
+    #: the catalog key beyond the common ones this kind reads (pod_annotation: ``annotation``)
+    param: ClassVar[str | None] = None
+    #: what the factor changes, when the catalog does not say (``component:``)
+    component: ClassVar[str] = "kubelet"
+    #: True: it changes what the pods carry, so an arm needs no kubelet restart for it
+    pod_spec: ClassVar[bool] = False
+    #: False: factors of this kind share their target as levels of one choice (kubelet builds);
+    #: the kind's ``check_design`` guards the choice instead
+    exclusive: ClassVar[bool] = True
+
+    def check_name(self, f: Fields, name: str) -> None:
+        if not FACTOR_NAME.match(name):
+            raise f.error("name", f"invalid factor name {name!r}", "use letters, digits, _ . -")
+
+    def read_param(self, f: Fields) -> str | None:
+        return None
+
+    def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
+        raise NotImplementedError
+
+    def targets(self, factor: Factor) -> tuple[str, ...]:
+        """One name per thing the factor changes; two factors of a design must not share one."""
+        return tuple(p for p, _ in self.kubelet_settings(factor, True))
+
+    def kubelet_path(self, factor: Factor) -> str | None:
+        """The one KubeletConfiguration path of a kind that has exactly one."""
+        return None
+
+    def kubelet_settings(self, factor: Factor, on: bool) -> Settings:
+        return ()
+
+    def pod_part(self, factor: Factor, on: bool) -> PodPart:
+        return ()
+
+    def kubelet_build(self, factor: Factor, on: bool) -> str | None:
+        """The kubelet build this level runs (a release, a path, or ``node``), or None."""
+        return None
+
+    def check_design(
+        self, design: str, factors: Sequence[Factor], ons: Sequence[frozenset[str]]
+    ) -> None:
+        """Refuse a design this kind cannot run (``ons``: each arm's turned-on factor names)."""
