@@ -20,13 +20,14 @@ from abtest.batch.gaps import BEFORE, Laps
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL, pod_labels
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError
+from abtest.node.connection import Result
 from abtest.node.session import (
     NAMESPACE_LABEL,
     NodeSession,
     RoundSandboxes,
     select_round_sandboxes,
 )
-from abtest.node.ssh import Result
+from abtest.testing import FakePods
 
 ROUND = "0a1b2c3d4e"
 LIST = (
@@ -242,9 +243,7 @@ class Clock:
         return self.now
 
 
-def test_the_round_cleans_its_own_sandboxes_by_its_label(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 0)
+def test_the_round_cleans_its_own_sandboxes_by_its_label() -> None:
     prep = round_mod._Prepared(  # what _prepare makes, without an API server
         round_tag=ROUND,
         selector=f"{MANAGED_BY_KEY}={MANAGED_BY},{ROUND_LABEL}={ROUND}",
@@ -271,6 +270,7 @@ def test_the_round_cleans_its_own_sandboxes_by_its_label(monkeypatch: pytest.Mon
         reap_sandboxes=lambda: pytest.fail("the namespace-wide removal ran"),
         clean_sandboxes=clean_sandboxes,
         say=lambda _: None,
+        api=FakePods(),
     )
     assert res.ok and res.sandbox_count == 2
     assert tags == [ROUND]

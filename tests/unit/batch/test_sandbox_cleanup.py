@@ -17,8 +17,9 @@ from abtest.batch import round as round_mod
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, pod_labels
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError
+from abtest.node.connection import Result
 from abtest.node.session import NAMESPACE_LABEL, NodeSession, select_stopped_sandboxes
-from abtest.node.ssh import Result
+from abtest.testing import FakePods
 
 LIST = "crictl pods --state notready -o json --label io.kubernetes.pod.namespace={namespace}"
 REMOVE = "crictl rmp {ids}"
@@ -207,12 +208,12 @@ class Clock:
 
 
 @pytest.fixture()
-def no_api(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 0)
+def no_api() -> FakePods:
+    """The API side of a cleanup whose pods are gone at once."""
+    return FakePods()
 
 
-def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
+def test_failing_rmp_backs_off_and_is_reported(no_api: FakePods) -> None:
     clock = Clock()
     calls = []
 
@@ -230,6 +231,7 @@ def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=reap,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert not res.ok
     assert res.note is not None and "boom" in res.note and "failed" in res.note
@@ -241,7 +243,7 @@ def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
     assert len(calls) < 15
 
 
-def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
+def test_a_failure_then_success_still_reports_the_failure(no_api: FakePods) -> None:
     clock = Clock()
     counts = iter([5, 5, 2])
     outcomes: list[int | Exception] = [NodeError("rmp failed: transient"), 3]
@@ -262,6 +264,7 @@ def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=reap,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert res.ok and res.note is None and res.sandbox_count == 2
     note = res.reap_note()
@@ -269,7 +272,7 @@ def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
     assert clock.sleeps == [round_mod.BACKOFF_FIRST_S, round_mod.POLL_AFTER_REMOVAL_S]
 
 
-def test_nothing_to_remove_polls_at_the_idle_pace(no_api: None) -> None:
+def test_nothing_to_remove_polls_at_the_idle_pace(no_api: FakePods) -> None:
     clock = Clock()
     counts = iter([4, 3, 2])
     res = round_mod.cleanup(
@@ -282,6 +285,7 @@ def test_nothing_to_remove_polls_at_the_idle_pace(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=lambda: 0,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert res.ok and res.reap_failures == 0 and res.reap_note() is None
     assert clock.sleeps == [round_mod.POLL_IDLE_S, round_mod.POLL_IDLE_S]
