@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.cluster.client import Cluster
 from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit
@@ -74,3 +76,12 @@ def test_the_fake_pods_are_a_rounds_pods() -> None:
     watch.ready("p1", 1.0)
     assert seen == ["p1"]
     assert pods.count("ns", "sel") == 2 and pods.wait_gone("ns", "sel", 5.0) == 1
+
+
+def test_the_documented_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "python-api.md").read_text()
+    section = doc[doc.index("## Fakes for tests") :]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("```\n", start)]
+    exec(compile(code, "docs/python-api.md", "exec"), {"tmp": tmp_path})
+    assert capsys.readouterr().out == "0\n"

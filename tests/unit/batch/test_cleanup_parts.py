@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_batch_store import fake_round
-from test_sandbox_cleanup import REMOVE, FakeSSH, listing, sandbox, session
+from rounds import sample_round
+from stopped_sandboxes import REMOVE, FakeSSH, listing, sandbox, session
 
 from abtest.batch import round as round_mod
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, phase_total
@@ -308,8 +308,8 @@ def _with_parts(r: RoundResult, entered: float, returned: float) -> RoundResult:
 
 def test_record_round_stores_the_parts_and_the_sweeps_share(store: Store) -> None:
     run_id = new_run(store, "batch", command="test")
-    first = _with_parts(fake_round(), entered=10.0, returned=20.0)
-    second = _with_parts(fake_round(), entered=20.25, returned=30.0)
+    first = _with_parts(sample_round(), entered=10.0, returned=20.0)
+    second = _with_parts(sample_round(), entered=20.25, returned=30.0)
     record_round(store, run_id, first)
     rid = record_round(store, run_id, second, previous=first)
     rows = store.query(
