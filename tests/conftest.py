@@ -4,22 +4,14 @@ they fail, never skip, when it is not up, so CI cannot pass without it."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-# Tests live by package (tests/unit/<pkg>/, tests/lab/<pkg>/) and a few share builders across
-# folders (``from test_report_model import build_sweep``): every test folder is importable,
-# whichever test a worker collects first.
-for _folder in sorted(Path(__file__).parent.glob("*/**/")):
-    if "fixtures" not in _folder.parts and any(_folder.glob("test_*.py")):
-        sys.path.insert(1, str(_folder))
+import pytest
+from pg_server import PgServer, running_server
 
-import pytest  # noqa: E402
-from pg_server import PgServer, running_server  # noqa: E402
-
-from abtest.config.playbook import NodeProfile, load_profile  # noqa: E402
-from abtest.store.db import Store  # noqa: E402
+from abtest.config.playbook import NodeProfile, load_profile
+from abtest.store.db import Store
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from fake_node import fake_round
 
 from abtest.batch.record import record_round
 from abtest.batch.run_record import new_run
@@ -15,6 +14,7 @@ from abtest.engine.sweep_plan import build_plan
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 from abtest.store.tables import ArmRow
+from abtest.testing import fake_round
 
 NODE = "node-h"
 

@@ -1,5 +1,5 @@
 """One controller for the concurrent-writers test: a whole sweep on a scripted fake node
-(tests/fake_node.py), writing to the shared database given on the command line, started at
+(abtest.testing.FakeKit), writing to the shared database given on the command line, started at
 an agreed moment so that two of them write at once. Prints its run id and round count."""
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_node import FakeKit, FakeNode, fake_profiles
-
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import build_plan
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode, fake_profiles
 
 
 def main(url: str, node_name: str, start_at: float, rounds: int) -> None:

@@ -29,20 +29,14 @@ from abtest.batch.collect import (
     scrape,
 )
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, clock_anchor
-from abtest.batch.generator import SubmitResult, submit
+from abtest.batch.generator import SubmitResult
 from abtest.batch.model import PodRecord, RoundResult
 from abtest.batch.observe import PodTracker
+from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
 from abtest.batch.spec import RoundSpec, Say, WatchOptions
 from abtest.batch.template import RenderedPod, render_batch, round_selector
 from abtest.cluster.client import Cluster
-from abtest.cluster.namespaces import check_owned
-from abtest.cluster.pods import (
-    PodWatch,
-    count_pods,
-    delete_pods,
-    wait_pods_gone,
-)
 from abtest.config.playbook import Generator, Workload
 from abtest.errors import AbtestError
 from abtest.node import signals as stopping
@@ -93,6 +87,7 @@ def cleanup(
     clock: Callable[[], float] = time.monotonic,
     reap_sandboxes: Callable[[], int] | None = None,
     sleep: Callable[[float], None] = stopping.sleep,
+    pods: RoundPods | None = None,
 ) -> CleanupResult:
     """Delete the round's pods (one deletecollection call by the round's label selector);
     wait until they are gone from the API (a watch for their deletions, no polling) and, when
@@ -100,7 +95,9 @@ def cleanup(
     tool's stopped sandboxes at every poll as the kubelet stops them.
 
     A failing ``reap_sandboxes`` (NodeError) is counted and retried after a growing pause;
-    the failures are reported in the result, never dropped."""
+    the failures are reported in the result, never dropped. ``pods`` asks the API server
+    (``ClusterPods(cluster)`` when None)."""
+    api = pods if pods is not None else ClusterPods(cluster)
     start = clock()
     deadline = start + timeout_s
     laps = Laps(AFTER, clock, start)
@@ -108,13 +105,13 @@ def cleanup(
     def pause(seconds: float) -> None:
         sleep(max(0.0, min(seconds, deadline - clock())))
 
-    delete_pods(cluster, namespace, selector)
+    api.delete(namespace, selector)
     laps.lap("delete_call")
     # grace 0: the API server forgets the pods within the delete call, so one list normally
     # finds none; otherwise their DELETED events are awaited
-    left = count_pods(cluster, namespace, selector)
+    left = api.count(namespace, selector)
     if left:
-        left = wait_pods_gone(cluster, namespace, selector, max(0.0, deadline - clock()))
+        left = api.wait_gone(namespace, selector, max(0.0, deadline - clock()))
     if left:
         api_note = f"{left} pods still in the API after {timeout_s:g} s"
         return CleanupResult(clock() - start, None, False, api_note, None, parts=tuple(laps.parts))
@@ -152,7 +149,12 @@ def cleanup(
 
 
 def _cleanup_after_error(
-    exc: BaseException, cluster: Cluster, namespace: str, selector: str, timeout_s: float
+    exc: BaseException,
+    cluster: Cluster,
+    namespace: str,
+    selector: str,
+    timeout_s: float,
+    pods: RoundPods,
 ) -> None:
     """Delete a failed round's pods; what goes wrong doing so is added to ``exc``'s notes."""
     try:
@@ -163,6 +165,7 @@ def _cleanup_after_error(
             sandbox_count=None,
             sandbox_baseline=None,
             timeout_s=timeout_s,
+            pods=pods,
         )
     except AbtestError as err:
         exc.add_note(f"cleaning up the round's pods after this error failed too: {err}")
@@ -211,11 +214,12 @@ def _prepare(
     sandbox_count: Callable[[], int] | None,
     scrape_metrics: bool,
     clock: Callable[[], float],
+    api: RoundPods,
 ) -> _Prepared:
     """Render the round's pods under a fresh round label; read the node's sandbox count and
     the kubelet's metrics before it."""
     pre = Laps(BEFORE, clock)
-    check_owned(cluster, namespace)
+    api.check_owned(namespace)
     round_tag = secrets.token_hex(5)
     pods = render_batch(
         workload,
@@ -240,15 +244,15 @@ def _prepare(
 
 
 def _submit_and_wait(
-    cluster: Cluster,
     prep: _Prepared,
     *,
     namespace: str,
     gen: Generator,
     tracker: PodTracker,
-    watch: PodWatch,
+    watch: RoundWatch,
     clock: Callable[[], float],
     say: Say,
+    api: RoundPods,
 ) -> _Waited:
     """Open the watch, submit the creates at the target rate, wait until every created pod
     was seen Ready (or the timeout), then observe ``gen.observe_s`` more; the watch is
@@ -259,8 +263,7 @@ def _submit_and_wait(
     try:
         wall0, mono0 = clock_anchor(clock)
         deadline = clock() + gen.timeout_s
-        sub = submit(
-            cluster,
+        sub = api.submit(
             namespace,
             prep.pods,
             qps=gen.qps,
@@ -300,6 +303,7 @@ def _clean_up(
     reap_sandboxes: Callable[[], int] | None,
     clean_sandboxes: Callable[[str], int] | None,
     say: Say,
+    api: RoundPods | None = None,
 ) -> CleanupResult:
     """Delete the round's pods and wait for a clean node; the node side stops and removes
     this round's own sandboxes (``clean_sandboxes``) when it can, else removes the
@@ -318,6 +322,7 @@ def _clean_up(
         timeout_s=timeout_s,
         clock=clock,
         reap_sandboxes=reap,
+        pods=api,
     )
 
 
@@ -327,7 +332,7 @@ def _result(
     got: Collected,
     events: RoundEvents,
     cleaned_up: CleanupResult,
-    watch: PodWatch,
+    watch: RoundWatch,
     node_name: str,
     namespace: str,
     gen: Generator,
@@ -380,7 +385,7 @@ def _result(
     )
 
 
-def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
+def run_round(cluster: Cluster, spec: RoundSpec, *, pods: RoundPods | None = None) -> RoundResult:
     """Run the round ``spec`` describes on the node as it is, clean up after it, and return
     what it measured.
 
@@ -397,6 +402,11 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
     stopped sandboxes of the deleted pods instead of waiting for the kubelet's container GC,
     which would otherwise run (up to a minute later) in the middle of the next round. The
     namespace must exist and be the tool's own (``ensure_namespace``).
+
+    ``pods`` is what the round asks the API server about its pods (the namespace check, the
+    creates, the watch, the delete): ``ClusterPods(cluster)`` when None; a test passes
+    :class:`abtest.testing.FakePods`. The kubelet's metrics and the events are read from
+    ``cluster`` itself (a round with ``scrape_metrics=False`` reads no metrics).
     """
     node_name, namespace, size = spec.node_name, spec.namespace, spec.size
     sandbox_count, verify, say = spec.sandbox_count, spec.verify, spec.say or _quiet
@@ -406,6 +416,7 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
     gen = spec.generator or Generator()
     wopts = spec.watch_options or WatchOptions()
     clock = time.monotonic
+    api = pods if pods is not None else ClusterPods(cluster)
     prep = _prepare(
         cluster,
         node_name=node_name,
@@ -416,10 +427,10 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
         sandbox_count=sandbox_count,
         scrape_metrics=spec.scrape_metrics,
         clock=clock,
+        api=api,
     )
     tracker = PodTracker(prep.names)
-    watch = PodWatch(
-        cluster,
+    watch = api.watch(
         namespace,
         prep.selector,
         tracker.observe,
@@ -432,7 +443,6 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
     got: Collected | None = None
     try:
         waited = _submit_and_wait(
-            cluster,
             prep,
             namespace=namespace,
             gen=gen,
@@ -440,6 +450,7 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
             watch=watch,
             clock=clock,
             say=say,
+            api=api,
         )
         if watch.error is not None:
             # the watch gave up (e.g. 410 Gone again and again): nothing it did not see can be
@@ -471,12 +482,13 @@ def run_round(cluster: Cluster, spec: RoundSpec) -> RoundResult:
             reap_sandboxes=spec.reap_sandboxes,
             clean_sandboxes=spec.clean_sandboxes,
             say=say,
+            api=api,
         )
         # the events were listed (as of before the delete) while the node was cleaned
         events = events_after_cleanup(got.events, clock)
     except BaseException as exc:
         # an error ended the round early: still take its pods away, then let it propagate
-        _cleanup_after_error(exc, cluster, namespace, prep.selector, spec.cleanup_timeout_s)
+        _cleanup_after_error(exc, cluster, namespace, prep.selector, spec.cleanup_timeout_s, api)
         if got is not None:
             finish_events(got.events, exc)
         raise

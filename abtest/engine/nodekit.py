@@ -4,7 +4,7 @@
 client, the pre-flight, the node controller (apply / restore, always undoable), the node
 session the batch engine asks about sandboxes, and one batch round. :class:`RealNodes` is
 the default and reaches real nodes over SSH and the real API server; the test package ships
-a scripted fake node (``tests/fake_node.py``) so the sweep's orchestration (visits, resume,
+a scripted fake node (``abtest.testing.FakeKit``) so the sweep's orchestration (visits, resume,
 failed arms, signals across worker threads) is tested without a cluster.
 """
 

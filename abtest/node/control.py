@@ -102,7 +102,7 @@ class NodeController:
         cluster: Cluster | None = None,
     ) -> None:
         """``session`` and ``cluster``: the node and the API server to use (built from the
-        profile when None; a test passes a scripted fake node, tests/fake_host.py)."""
+        profile when None; a test passes a scripted fake node, abtest.testing.FakeHost)."""
         self.profile = profile
         self.timeout = float(timeout or profile.health_timeout_s)
         self.break_lock = break_lock

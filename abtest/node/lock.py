@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from abtest.errors import NodeError, NodeLockedError
-from abtest.node.ssh import Connection
+from abtest.node.connection import Connection
 
 _CREATE_SCRIPT = r"""
 set -eu

@@ -26,7 +26,7 @@ import secrets
 from dataclasses import dataclass
 
 from abtest.errors import NodeError, UserError
-from abtest.node.ssh import Connection, FileStat
+from abtest.node.connection import Connection, FileStat
 
 #: Exit status of the write script when the target is not the bytes the caller expected.
 CHANGED_RC = 17

@@ -20,7 +20,8 @@ from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
 from abtest.node.closing import Closing
-from abtest.node.ssh import DEFAULT_TIMEOUT_S, Connection, Result
+from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result
+from abtest.node.ssh import Connection as SSHConnection
 
 #: An image reference: registry/name:tag or @digest. Nothing a shell would read as syntax.
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
@@ -173,7 +174,11 @@ def only_removal_races(stderr: str) -> bool:
 
 
 class NodeSession(Closing):
-    """A node reached through its profile: ``with NodeSession(profile) as node: ...``."""
+    """A node reached through its profile: ``with NodeSession(profile) as node: ...``.
+
+    ``connection`` is what the session runs its commands over: an SSH connection to the
+    profile's host when None (made lazily, connecting on first use), else the one given (a
+    test's :class:`abtest.testing.FakeConnection`)."""
 
     def __init__(
         self,
@@ -181,9 +186,10 @@ class NodeSession(Closing):
         *,
         accept_new_host_key: bool = False,
         connect_timeout: float = 15.0,
+        connection: Connection | None = None,
     ) -> None:
         self.profile = profile
-        self.ssh = Connection(
+        self.ssh: Connection = connection or SSHConnection(
             profile.ssh,
             accept_new_host_key=accept_new_host_key,
             connect_timeout=connect_timeout,

@@ -24,7 +24,6 @@ import re
 import shlex
 import stat as stat_module
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,44 +32,14 @@ import paramiko
 from abtest.config.playbook import SSHTarget
 from abtest.errors import HostKeyError, NodeError
 from abtest.node.closing import Closing
+from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
 from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 60.0
 KEEPALIVE_S = 15
 _CHUNK = 1 << 16
 _EOF_GRACE_S = 2.0
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one remote command did. ``stdout_bytes`` is the raw output."""
-
-    command: str
-    rc: int
-    stdout: str
-    stderr: str
-    stdout_bytes: bytes = b""
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0
-
-    def check(self, what: str) -> Result:
-        """Self if the command succeeded, else a NodeError saying what failed and why."""
-        if self.rc != 0:
-            detail = (self.stderr.strip() or self.stdout.strip())[-600:]
-            raise NodeError(f"{what} failed (exit {self.rc}): {detail or 'no output'}")
-        return self
-
-
-@dataclass(frozen=True)
-class FileStat:
-    size: int
-    mode: int  # permission bits only (e.g. 0o644)
-    uid: int
-    gid: int
 
 
 # what a known_hosts line may name: a host or address, or [host]:port (no wildcard, negation,

@@ -16,7 +16,6 @@ from pathlib import Path
 import paramiko
 import pytest
 from bad_input import invoke
-from fake_host import FakeHost
 
 from abtest.cluster.kubeconfig import redact
 from abtest.config import datafiles
@@ -27,6 +26,7 @@ from abtest.node import lock
 from abtest.node.ssh import Connection, _HostKeyPolicy
 from abtest.node.ssh_config import expand_proxy_command, resolve
 from abtest.store.db import Store
+from abtest.testing import FakeHost
 
 CONFIG = b"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 GOOD_KUBELET = b"#!/bin/sh\n# the original kubelet\nexit 0\n"

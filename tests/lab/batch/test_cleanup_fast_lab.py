@@ -29,8 +29,8 @@ from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
 from abtest.config.playbook import Generator, NodeProfile, Workload
+from abtest.node.connection import Result
 from abtest.node.session import NodeSession
-from abtest.node.ssh import Result
 
 pytestmark = pytest.mark.lab
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from test_cleanup_gaps_stored_lab import _settled_sandbox_count
+from lab_sandboxes import settled_sandbox_count
 
 from abtest.batch.collect import event_records
 from abtest.batch.model import EventRecord
@@ -58,7 +58,7 @@ def test_stored_events_equal_a_listing_at_the_same_moment_and_the_node_is_clean(
     clean = []
     try:
         with NodeSession(lab_profile) as node:
-            baseline = _settled_sandbox_count(cluster, node, lab_profile.node_name)
+            baseline = settled_sandbox_count(cluster, node, lab_profile.node_name)
             for _ in range(2):
                 result = run_round(
                     cluster,

@@ -8,9 +8,8 @@ tests/lab/batch/test_cleanup_gaps_stored_lab.py``.
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from lab_sandboxes import settled_sandbox_count
 
 from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
@@ -18,7 +17,7 @@ from abtest.batch.round import run_round
 from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
-from abtest.cluster.client import Cluster, connect
+from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace, ensure_namespace
 from abtest.cluster.pods import count_pods
 from abtest.config.playbook import Generator, NodeProfile, Workload
@@ -28,26 +27,6 @@ from abtest.store.db import Store
 pytestmark = pytest.mark.lab
 
 NAMESPACE = "abtest-cleanup-lab"
-SETTLE_TIMEOUT_S = 180.0
-
-
-def _settled_sandbox_count(cluster: Cluster, node: NodeSession, node_name: str) -> int:
-    """The node's sandbox count once every sandbox belongs to a pod the API still has.
-
-    An earlier test's deleted pods leave stopped sandboxes that the kubelet's sandbox GC
-    removes about a minute later; counted into this test's baseline, they vanish mid-test
-    and the node reads "cleaner" than before (seen in CI: baseline 3, after 0)."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while True:
-        pods = cluster.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}", _request_timeout=30
-        ).items
-        count = node.sandbox_count()
-        if count <= len(pods) or time.monotonic() > deadline:
-            return count
-        time.sleep(5)
-
-
 AFTER_LAPS = ["watch_stop", "events", "metrics_after", "judge", "delete_call", "api_gone"]
 
 
@@ -59,7 +38,7 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
     run_id = new_run(store, "batch", command="test", node_name=lab_profile.node_name)
     try:
         with NodeSession(lab_profile) as node:
-            before_all = _settled_sandbox_count(cluster, node, lab_profile.node_name)
+            before_all = settled_sandbox_count(cluster, node, lab_profile.node_name)
             results: list[RoundResult] = []
             clean_counts = []
             for _ in range(2):

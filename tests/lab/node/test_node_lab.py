@@ -25,6 +25,7 @@ from abtest.node.applied import applied
 from abtest.node.control import NodeController
 from abtest.node.records import RolledBack
 from abtest.node.session import NodeSession
+from abtest.node.ssh import Connection as SSHConnection
 from abtest.store.journal import RESTORED, Journal
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def test_sigterm_during_apply_restores(lab_node: LabNode) -> None:
 def test_wrong_host_key_is_refused_and_nothing_changes(lab_node: LabNode, tmp_path: Path) -> None:
     prof = lab_node.profile
     with NodeSession(prof) as node:
+        assert isinstance(node.ssh, SSHConnection)  # the real one: its endpoint knows the key
         name = node.ssh.endpoint.host_key_name
         real_line = Path(node.ssh.endpoint.known_hosts).read_text()
     wrong = tmp_path / "known_hosts_wrong"

@@ -7,13 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from rounds import sample_round
 from typer.testing import CliRunner
 
-from abtest.batch.acceptance import judge
-from abtest.batch.model import EventRecord, MetricDelta, PodRecord, RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.run_record import finish_run, git_revision, new_run, new_run_id
-from abtest.batch.summary import summarize
 from abtest.cli.main import app
 from abtest.config.paths import check_db_path
 from abtest.stats.percentiles import nearest_rank
@@ -21,45 +19,9 @@ from abtest.store import db as store_db
 from abtest.store.db import Store
 
 
-def fake_round(size: int = 7, missing: int = 0) -> RoundResult:
-    pods = []
-    for i in range(size):
-        sent = i * 0.001
-        ready = None if i >= size - missing else sent + 1.0 + (i % 3) * 0.1
-        pods.append(
-            PodRecord(
-                name=f"abt-x-{i:04d}",
-                sent_s=sent,
-                response_s=sent + 0.02,
-                scheduled_s=sent + 0.05,
-                ready_to_start_s=sent + 0.8,
-                initialized_s=sent + 0.06,
-                containers_ready_s=ready,
-                ready_s=ready,
-                http_status=201,
-                attempts=1,
-                server_created=1.7e9,
-                server_scheduled=1.7e9,
-                server_ready=1.7e9 + 1,
-            )
-        )
-    verdict = judge(pods, size, timed_out=missing > 0, timeout_s=20)
-    return RoundResult(
-        node_name="n1", namespace="abtest", size=size, round_tag="x", started_wall=1.7e9,
-        accepted=verdict.accepted, reason=verdict.reason, summary=summarize(pods, size),
-        pods=pods,
-        events=[EventRecord("abt-x-0000", "FailedCreatePodSandBox", "boom", 2, "Warning")],
-        metric_deltas=[MetricDelta("kubelet_pod_start_sli_duration_seconds", "", 7.5, 7.0)],
-        sandbox_failures=2, timed_out=missing > 0, watch_restarts=1, watch_relisted=0,
-        client_cpu_s=0.002, process_cpu_s=0.003, cleanup_s=4.0, cleanup_api_s=1.0,
-        cleanup_ok=True, cleanup_note=None, sandbox_baseline=0, sandbox_after=0, qps=1000.0,
-        concurrency=150, timeout_s=20.0, observe_s=10.0,
-    )  # fmt: skip
-
-
 def test_record_round_is_recomputable(store: Store) -> None:
     run_id = new_run(store, "batch", command="test", node_name="n1", env={"k": "v"})
-    rid = record_round(store, run_id, fake_round(), ordinal=3, arm="baseline", block=2)
+    rid = record_round(store, run_id, sample_round(), ordinal=3, arm="baseline", block=2)
     rounds = store.rounds_frame(run_id)
     assert len(rounds) == 1
     r = rounds.iloc[0]
@@ -88,7 +50,7 @@ def test_record_round_is_recomputable(store: Store) -> None:
 
 def test_failed_round_is_kept_with_reason(store: Store) -> None:
     run_id = new_run(store, "batch", command="test")
-    record_round(store, run_id, fake_round(size=5, missing=2))
+    record_round(store, run_id, sample_round(size=5, missing=2))
     r = store.rounds_frame(run_id).iloc[0]
     assert r["accepted"] == 0 and "2 of 5 pods never Ready" in r["reason"]
     assert r["p99_s"] is None or r["p99_s"] != r["p99_s"]  # NULL
@@ -107,7 +69,7 @@ def test_runs_command_newest_first(store: Store) -> None:
     first = new_run(store, "batch", command="a")
     time.sleep(0.01)  # created_at has millisecond resolution
     second = new_run(store, "sweep", command="b")
-    record_round(store, second, fake_round(size=2))
+    record_round(store, second, sample_round(size=2))
     out = CliRunner().invoke(app, ["runs", "--json", "--db", str(store.path)])
     assert out.exit_code == 0, out.output
     rows = json.loads(out.output)

@@ -13,26 +13,27 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import urllib3
-from test_cleanup_fast import DECOYS, FakeSSH, listing, sandbox, session, sid
+from round_sandboxes import DECOYS, FakeSSH, listing, sandbox, session, sid
 
-from abtest.batch import round as round_mod
 from abtest.batch.collect import EventsListing
 from abtest.batch.gaps import AFTER, phase_total
-from abtest.batch.generator import CreateRecord, SubmitResult
+from abtest.batch.generator import SubmitResult
 from abtest.batch.model import EventRecord
+from abtest.batch.round import run_round
 from abtest.batch.spec import RoundSpec
+from abtest.batch.template import RenderedPod
 from abtest.cluster import pods
 from abtest.config.playbook import Generator
 from abtest.errors import ClusterError, NodeError
 from abtest.node import session as session_mod
+from abtest.node.connection import Result
 from abtest.node.session import STOP_COMMANDS_AT_ONCE, split_ids
-from abtest.node.ssh import Result
+from abtest.testing import FakePods
 
 # --- the API side: events as of one resourceVersion ------------------------------------------
 
@@ -146,70 +147,41 @@ def test_a_failed_listing_is_raised_by_result_not_dropped() -> None:
 # --- the round: events as of before the delete, listed while the cleanup runs ----------------
 
 
-class FakeWatch:
-    """Stands in for PodWatch: the fake submit reports every pod Ready through it."""
+class EventPods(FakePods):
+    """The round's pods on an event store: each pod gets Scheduled and Started events when
+    it is created (and is reported Ready); the delete writes a Killing event per pod (as the
+    kubelet does) and lets a held exact listing go on."""
 
-    made: ClassVar[list[FakeWatch]] = []
+    def __init__(self, store: EventStore) -> None:
+        super().__init__()
+        self.store = store
+        self.deleted_event = threading.Event()
+        store.hold = self.deleted_event
 
-    def __init__(self, cluster: Any, namespace: str, selector: str, on_event: Any, **kw: Any):
-        self.on_event = on_event
-        self.error = None
-        self.restarts = self.relists = 0
-        self.last_error = None
-        FakeWatch.made.append(self)
+    def submit(self, namespace: str, pods: Sequence[RenderedPod], **kw: Any) -> SubmitResult:
+        for p in pods:
+            self.store.write(event(f"{p.name}.s", p.name, "Scheduled"))
+            self.store.write(event(f"{p.name}.t", p.name, "Started"))
+        return super().submit(namespace, pods, **kw)
 
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-def ready_pod(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "creationTimestamp": "2026-11-30T20:00:00Z"},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    def delete(self, namespace: str, selector: str) -> None:
+        super().delete(namespace, selector)
+        for n in self.created:
+            self.store.write(event(f"{n}.k", n, "Killing"))
+        self.deleted_event.set()
 
 
 @pytest.fixture()
-def fake_round(monkeypatch: pytest.MonkeyPatch) -> EventStore:
-    """run_round against an event store: each pod gets Scheduled and Started events when it
-    is created; the delete writes a Killing event per pod (as the kubelet does) and lets a
-    held exact listing go on."""
+def fake_round() -> EventPods:
+    """run_round against an event store (EventPods), with an earlier round's event in it."""
     store = EventStore()
     store.write(event("old", "p-of-an-earlier-round", "Started"))
-    deleted = threading.Event()
-    store.hold = deleted
-    FakeWatch.made.clear()
-    names: list[str] = []
-
-    def submit(cluster: Any, namespace: str, rendered: list[Any], **kw: Any) -> SubmitResult:
-        now = time.monotonic()
-        for p in rendered:
-            names.append(p.name)
-            store.write(event(f"{p.name}.s", p.name, "Scheduled"))
-            store.write(event(f"{p.name}.t", p.name, "Started"))
-            FakeWatch.made[-1].on_event("MODIFIED", ready_pod(p.name), now)
-        creates = [CreateRecord(p.name, now, now, 201, 1) for p in rendered]
-        return SubmitResult(creates, now, now, 0.0, 0.0)
-
-    def delete_pods(cluster: Any, namespace: str, selector: str) -> None:
-        for n in names:
-            store.write(event(f"{n}.k", n, "Killing"))
-        deleted.set()
-
-    monkeypatch.setattr(round_mod, "check_owned", lambda c, n: None)
-    monkeypatch.setattr(round_mod, "PodWatch", FakeWatch)
-    monkeypatch.setattr(round_mod, "submit", submit)
-    monkeypatch.setattr(round_mod, "delete_pods", delete_pods)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 0)
-    return store
+    return EventPods(store)
 
 
-def _run(store: EventStore) -> Any:
-    return round_mod.run_round(
-        FakeCluster(store),  # type: ignore[arg-type]
+def _run(fake: EventPods) -> Any:
+    return run_round(
+        FakeCluster(fake.store),  # type: ignore[arg-type]
         RoundSpec(
             node_name="n1",
             namespace="abtest",
@@ -218,10 +190,11 @@ def _run(store: EventStore) -> Any:
             generator=Generator(timeout_s=30.0, observe_s=0.0),
             scrape_metrics=False,
         ),
+        pods=fake,
     )
 
 
-def test_the_round_stores_its_events_as_of_before_the_delete(fake_round: EventStore) -> None:
+def test_the_round_stores_its_events_as_of_before_the_delete(fake_round: EventPods) -> None:
     result = _run(fake_round)
     names = [p.name for p in result.pods]
     want = [
@@ -231,10 +204,10 @@ def test_the_round_stores_its_events_as_of_before_the_delete(fake_round: EventSt
     assert sorted(result.events, key=repr) == sorted(want, key=repr)
 
 
-def test_the_events_listing_runs_while_the_pods_are_deleted(fake_round: EventStore) -> None:
+def test_the_events_listing_runs_while_the_pods_are_deleted(fake_round: EventPods) -> None:
     result = _run(fake_round)
     # the listing (held until the delete) was in flight when the delete happened
-    assert fake_round.held_until_set is True
+    assert fake_round.store.held_until_set is True
     assert len(result.events) == 6
     after = [p for p in result.gap_parts if p.phase == AFTER]
     laps = [p.part for p in after if p.summed]
@@ -255,28 +228,19 @@ def test_the_events_listing_runs_while_the_pods_are_deleted(fake_round: EventSto
 
 
 def test_a_failed_events_listing_fails_the_round_after_its_cleanup(
-    fake_round: EventStore, monkeypatch: pytest.MonkeyPatch
+    fake_round: EventPods, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    deletes: list[str] = []
-    # the fixture's fake, patched onto the module (round re-exports no delete_pods of its own)
-    real_delete: Callable[[Any, str, str], None] = vars(round_mod)["delete_pods"]
-
-    def delete(cluster: Any, namespace: str, selector: str) -> None:
-        deletes.append(selector)
-        real_delete(cluster, namespace, selector)
-
-    monkeypatch.setattr(round_mod, "delete_pods", delete)
-    real_list = fake_round.list_namespaced_event
+    real_list = fake_round.store.list_namespaced_event
 
     def failing(namespace: str, **kw: Any) -> Resp:
         if kw.get("resource_version") is not None:
             raise urllib3.exceptions.ProtocolError("connection reset")
         return real_list(namespace, **kw)
 
-    monkeypatch.setattr(fake_round, "list_namespaced_event", failing)
+    monkeypatch.setattr(fake_round.store, "list_namespaced_event", failing)
     with pytest.raises(ClusterError, match="connection reset") as info:
         _run(fake_round)
-    assert deletes  # the pods were deleted all the same
+    assert fake_round.deleted  # the pods were deleted all the same
     assert not any("failed too" in n for n in getattr(info.value, "__notes__", []))
 
 

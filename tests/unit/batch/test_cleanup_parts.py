@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_node import FakeKit, FakeNode
-from test_batch_store import fake_round
-from test_sandbox_cleanup import REMOVE, FakeSSH, listing, sandbox, session
+from rounds import sample_round
+from stopped_sandboxes import REMOVE, FakeSSH, listing, sandbox, session
 
 from abtest.batch import round as round_mod
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, phase_total
@@ -30,6 +29,7 @@ from abtest.errors import UserError
 from abtest.node.session import only_removal_races
 from abtest.store.db import Store
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
+from abtest.testing import FakeKit, FakeNode, FakePods
 
 
 class Clock:
@@ -70,7 +70,7 @@ def test_laps_add_up_and_detail_is_not_added() -> None:
 # --- cleanup ----------------------------------------------------------------------------------
 
 
-def _cleanup(clock: Clock, **kw: Any) -> round_mod.CleanupResult:
+def _cleanup(clock: Clock, pods: FakePods, **kw: Any) -> round_mod.CleanupResult:
     args: dict[str, Any] = {
         "sandbox_count": None,
         "sandbox_baseline": None,
@@ -78,31 +78,26 @@ def _cleanup(clock: Clock, **kw: Any) -> round_mod.CleanupResult:
         "clock": clock,
         "reap_sandboxes": None,
         "sleep": clock.sleep,
+        "pods": pods,
     }
     return round_mod.cleanup(None, "abtest", "sel", **(args | kw))  # type: ignore[arg-type]
 
 
-def test_cleanup_parts_add_up_to_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-
-    def count_pods(*a: Any) -> int:
-        calls.append("count")
-        return 0
-
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: calls.append("delete"))
-    monkeypatch.setattr(round_mod, "count_pods", count_pods)
-    monkeypatch.setattr(round_mod, "wait_pods_gone", lambda *a: pytest.fail("nothing to watch"))
+def test_cleanup_parts_add_up_to_its_time() -> None:
+    pods = FakePods()
     clock = Clock()
     counts = iter([5, 3, 1])
     reaped = iter([2, 0])
     res = _cleanup(
         clock,
+        pods,
         sandbox_count=lambda: next(counts),
         sandbox_baseline=1,
         reap_sandboxes=lambda: next(reaped),
     )
     assert res.ok and res.sandbox_count == 1
-    assert calls == ["delete", "count"]  # one collection call, one list
+    # one collection call, one list (and nothing to watch)
+    assert pods.calls == ["delete", "count"]
     laps = [p for p in res.parts if p.summed]
     assert [p.part for p in laps] == ["delete_call", "api_gone", "node_clean"]
     assert sum(p.seconds for p in laps) == pytest.approx(res.seconds, abs=0.05)
@@ -114,28 +109,21 @@ def test_cleanup_parts_add_up_to_its_time(monkeypatch: pytest.MonkeyPatch) -> No
     assert clock.sleeps == [round_mod.POLL_AFTER_REMOVAL_S, round_mod.POLL_IDLE_S]
 
 
-def test_pods_left_in_the_api_are_watched_not_polled(monkeypatch: pytest.MonkeyPatch) -> None:
-    waited: list[float] = []
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 4)
-
-    def wait_pods_gone(*a: Any) -> int:
-        waited.append(a[3])
-        return 0
-
-    monkeypatch.setattr(round_mod, "wait_pods_gone", wait_pods_gone)
+def test_pods_left_in_the_api_are_watched_not_polled() -> None:
+    pods = FakePods(left=4, left_after_wait=0)
     clock = Clock()
-    res = _cleanup(clock)
+    res = _cleanup(clock, pods)
+    waited = pods.waited
     assert res.ok and res.api_s is not None
     assert len(waited) == 1 and 29 < waited[0] <= 30  # the rest of the deadline
     assert clock.sleeps == []
 
 
-def test_pods_that_stay_in_the_api_fail_the_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 4)
-    monkeypatch.setattr(round_mod, "wait_pods_gone", lambda *a: 2)
-    res = _cleanup(Clock(), sandbox_count=lambda: pytest.fail("node asked"), sandbox_baseline=0)
+def test_pods_that_stay_in_the_api_fail_the_cleanup() -> None:
+    pods = FakePods(left=4, left_after_wait=2)
+    res = _cleanup(
+        Clock(), pods, sandbox_count=lambda: pytest.fail("node asked"), sandbox_baseline=0
+    )
     assert not res.ok and res.note == "2 pods still in the API after 30 s"
     assert [p.part for p in res.parts] == ["delete_call"]
 
@@ -320,8 +308,8 @@ def _with_parts(r: RoundResult, entered: float, returned: float) -> RoundResult:
 
 def test_record_round_stores_the_parts_and_the_sweeps_share(store: Store) -> None:
     run_id = new_run(store, "batch", command="test")
-    first = _with_parts(fake_round(), entered=10.0, returned=20.0)
-    second = _with_parts(fake_round(), entered=20.25, returned=30.0)
+    first = _with_parts(sample_round(), entered=10.0, returned=20.0)
+    second = _with_parts(sample_round(), entered=20.25, returned=30.0)
     record_round(store, run_id, first)
     rid = record_round(store, run_id, second, previous=first)
     rows = store.query(

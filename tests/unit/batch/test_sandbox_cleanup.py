@@ -7,101 +7,17 @@ and its ids were removed unchecked; now every sandbox's labels are checked in Py
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from stopped_sandboxes import LIST, FakeSSH, listing, sandbox, session
 
 from abtest.batch import round as round_mod
-from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, pod_labels
-from abtest.config.playbook import NodeProfile, SSHTarget, load_profile, parse_profile
+from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
+from abtest.config.playbook import load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError
-from abtest.node.session import NAMESPACE_LABEL, NodeSession, select_stopped_sandboxes
-from abtest.node.ssh import Result
-
-LIST = "crictl pods --state notready -o json --label io.kubernetes.pod.namespace={namespace}"
-REMOVE = "crictl rmp {ids}"
-
-
-def sandbox(
-    n: int,
-    namespace: str,
-    *,
-    tool_label: bool = True,
-    state: str = "SANDBOX_NOTREADY",
-) -> dict[str, Any]:
-    labels = {
-        NAMESPACE_LABEL: namespace,
-        "io.kubernetes.pod.name": f"p{n}",
-        "io.kubernetes.pod.uid": f"uid-{n}",
-    }
-    if tool_label:
-        labels.update(pod_labels("run1", "round1"))
-    return {
-        "id": f"{n:02x}" * 32,
-        "metadata": {"name": f"p{n}", "uid": f"uid-{n}", "namespace": namespace, "attempt": 0},
-        "state": state,
-        "createdAt": "1764500000000000000",
-        "labels": labels,
-        "annotations": {},
-        "runtimeHandler": "",
-    }
-
-
-def listing(*items: dict[str, Any]) -> str:
-    return json.dumps({"items": list(items)}, indent=2)
-
-
-class FakeSSH:
-    """Answers the profile's commands: the listing prints ``listing``, rmp exits ``rmp_rc``."""
-
-    def __init__(self, listing_out: str, rmp_rc: int = 0, rmp_err: str = "") -> None:
-        self.listing_out = listing_out
-        self.rmp_rc = rmp_rc
-        self.rmp_err = rmp_err
-        self.commands: list[str] = []
-
-    def run_shell(self, command: str, *, sudo: bool, timeout: float) -> Result:
-        self.commands.append(command)
-        if command.startswith("crictl pods"):
-            return Result(command, 0, self.listing_out, "")
-        if command.startswith("crictl rmp"):
-            return Result(command, self.rmp_rc, "", self.rmp_err)
-        raise AssertionError(f"unexpected command {command!r}")
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def removals(self) -> list[str]:
-        return [c for c in self.commands if c.startswith("crictl rmp")]
-
-
-def session(fake: FakeSSH, listing_cmd: str = LIST) -> NodeSession:
-    profile = NodeProfile(
-        name="fake",
-        source="fake.yaml",
-        node_name="n1",
-        kubeconfig=None,
-        ssh=SSHTarget("fake-node", 22, "ops", None, False, "/dev/null", None),
-        sudo=True,
-        kubelet_config_path="/var/lib/kubelet/config.yaml",
-        kubelet_binary_path="/usr/bin/kubelet",
-        restart_command="true",
-        healthz_url="http://127.0.0.1:10248/healthz",
-        log_command=None,
-        sandbox_count_command="crictl pods -q",
-        image_present_command="crictl inspecti -q {image}",
-        lock_path="/tmp/x.lock",
-        health_timeout_s=10,
-        stopped_sandboxes_command=listing_cmd,
-        sandbox_remove_command=REMOVE,
-    )
-    s = NodeSession.__new__(NodeSession)
-    s.profile = profile
-    s.ssh = fake  # type: ignore[assignment]
-    return s
+from abtest.node.session import NAMESPACE_LABEL, select_stopped_sandboxes
+from abtest.testing import FakePods
 
 
 def test_decoys_in_look_alike_namespaces_are_never_removed() -> None:
@@ -207,12 +123,12 @@ class Clock:
 
 
 @pytest.fixture()
-def no_api(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(round_mod, "delete_pods", lambda *a: None)
-    monkeypatch.setattr(round_mod, "count_pods", lambda *a: 0)
+def no_api() -> FakePods:
+    """The API side of a cleanup whose pods are gone at once."""
+    return FakePods()
 
 
-def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
+def test_failing_rmp_backs_off_and_is_reported(no_api: FakePods) -> None:
     clock = Clock()
     calls = []
 
@@ -230,6 +146,7 @@ def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=reap,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert not res.ok
     assert res.note is not None and "boom" in res.note and "failed" in res.note
@@ -241,7 +158,7 @@ def test_failing_rmp_backs_off_and_is_reported(no_api: None) -> None:
     assert len(calls) < 15
 
 
-def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
+def test_a_failure_then_success_still_reports_the_failure(no_api: FakePods) -> None:
     clock = Clock()
     counts = iter([5, 5, 2])
     outcomes: list[int | Exception] = [NodeError("rmp failed: transient"), 3]
@@ -262,6 +179,7 @@ def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=reap,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert res.ok and res.note is None and res.sandbox_count == 2
     note = res.reap_note()
@@ -269,7 +187,7 @@ def test_a_failure_then_success_still_reports_the_failure(no_api: None) -> None:
     assert clock.sleeps == [round_mod.BACKOFF_FIRST_S, round_mod.POLL_AFTER_REMOVAL_S]
 
 
-def test_nothing_to_remove_polls_at_the_idle_pace(no_api: None) -> None:
+def test_nothing_to_remove_polls_at_the_idle_pace(no_api: FakePods) -> None:
     clock = Clock()
     counts = iter([4, 3, 2])
     res = round_mod.cleanup(
@@ -282,6 +200,7 @@ def test_nothing_to_remove_polls_at_the_idle_pace(no_api: None) -> None:
         clock=clock,
         reap_sandboxes=lambda: 0,
         sleep=clock.sleep,
+        pods=no_api,
     )
     assert res.ok and res.reap_failures == 0 and res.reap_note() is None
     assert clock.sleeps == [round_mod.POLL_IDLE_S, round_mod.POLL_IDLE_S]

@@ -218,11 +218,10 @@ def test_arm_means_per_size_with_change_vs_baseline() -> None:
 
 
 def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) -> None:
-    from fake_node import FakeKit, FakeNode
-
     from abtest.app.gates import GatesRequest, sweep_gates
     from abtest.config.plan_options import PlanOptions
     from abtest.errors import UserError
+    from abtest.testing import FakeKit, FakeNode
 
     db = tmp_path / "r.sqlite"
     opts = PlanOptions(playbook="lab-sweep", rounds=2, sizes=(5,), seed=7, factors=("kubeAPIQPS",))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from test_report_model import build_sweep
+from sweeps import build_sweep
 from typer.testing import CliRunner
 
 from abtest.cli import main as cli_main

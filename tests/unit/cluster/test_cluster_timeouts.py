@@ -325,28 +325,28 @@ def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
 ) -> None:
     """The round does not sit out its timeout on a dead watch, and is not recorded as if it
     had measured: it raises the watch's error after deleting its pods."""
-    from abtest.batch import round as round_mod
-    from abtest.batch.generator import CreateRecord, SubmitResult
+    from abtest.batch.round import run_round
+    from abtest.batch.round_pods import ClusterPods
     from abtest.config.playbook import Generator
+    from abtest.testing import FakePods
+
+    class RealWatch(FakePods):
+        """Fake creates and delete, the real pod watch (on the fake API server below)."""
+
+        def __init__(self, cluster: Any) -> None:
+            super().__init__(ready=False)
+            self.real = ClusterPods(cluster)
+
+        def watch(self, *a: Any, **kw: Any) -> Any:
+            return self.real.watch(*a, **kw)
 
     monkeypatch.setattr(pods, "BACKOFF_FIRST_S", 0.001)
-    monkeypatch.setattr(round_mod, "check_owned", lambda c, n: None)
-    deleted: list[str] = []
-    monkeypatch.setattr(round_mod, "delete_pods", lambda c, n, sel: deleted.append(sel))
-    monkeypatch.setattr(round_mod, "count_pods", lambda c, n, sel: 0)
-
-    def submit(cluster: Any, namespace: str, rendered: list[Any], **kw: Any) -> SubmitResult:
-        now = time.monotonic()  # the round's deadline counts from here
-        creates = [
-            CreateRecord(p.name, sent=now, response=now, status=201, attempts=1) for p in rendered
-        ]
-        return SubmitResult(creates, now, now, 0.0, 0.0)
-
-    monkeypatch.setattr(round_mod, "submit", submit)
     core = FakeCore([[GONE_EVENT]], repeat_last=True)
+    cluster = FakeCluster(core)
+    fake = RealWatch(cluster)
     with pytest.raises(ClusterError, match="gave up: 410 Gone"):
-        round_mod.run_round(
-            FakeCluster(core),  # type: ignore[arg-type]
+        run_round(
+            cluster,  # type: ignore[arg-type]
             RoundSpec(
                 node_name="n1",
                 namespace="abtest",
@@ -355,5 +355,7 @@ def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
                 generator=Generator(timeout_s=120.0, observe_s=0.0),
                 scrape_metrics=False,
             ),
+            pods=fake,
         )
+    deleted = fake.deleted
     assert len(deleted) == 1 and "app.kubernetes.io/managed-by=abtest" in deleted[0]

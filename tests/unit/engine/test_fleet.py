@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as sps
-from fake_node import FakeKit, FakeNode, fake_round
 
 from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
@@ -35,6 +34,7 @@ from abtest.stats.fleet import (
     node_interactions,
 )
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode, fake_round
 
 
 def _frame(effects: dict[str, list[tuple[float, float]]], size: int = 10) -> pd.DataFrame:

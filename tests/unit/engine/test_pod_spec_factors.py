@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_node import FakeController, FakeKit, FakeNode, FakeSession, fake_profiles, fake_round
 from typer.testing import CliRunner
 
 from abtest.batch.model import RoundResult
@@ -39,6 +38,7 @@ from abtest.errors import ConfigError, UserError
 from abtest.node.records import ApplyRecord
 from abtest.node.runtimes import parse_runtime_handlers, select_round_handlers
 from abtest.store.db import Store
+from abtest.testing import FakeController, FakeKit, FakeNode, FakeSession, fake_profiles, fake_round
 
 CRUN = """  - name: crun
     kind: runtime_class

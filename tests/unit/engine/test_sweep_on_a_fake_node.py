@@ -1,8 +1,8 @@
 """The sweep over the real NodeController on a scripted fake node: NodeSweep is given its
 controller through the NodeKit seam, and here that controller is the real one, on
-tests/fake_host.py. Every visit's values are verified by the controller's own code (after
+abtest/testing/host.py. Every visit's values are verified by the controller's own code (after
 a restart, or found already in effect), an arm whose setting does not take effect is rolled
-back and skipped, and the node ends as found. (The batch rounds stay tests/fake_node.py's.)"""
+back and skipped, and the node ends as found. (The batch rounds stay abtest/testing/node.py's.)"""
 
 from __future__ import annotations
 
@@ -11,28 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fake_host import FakeHost
-from fake_node import FakeKit, FakeNode, fake_profiles
-
 from abtest.config.plan_options import PlanOptions
-from abtest.config.playbook import NodeProfile
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
-from abtest.node.control import NodeController
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
-
-
-class HostKit(FakeKit):
-    """FakeKit with the real node controller, on a fake host of the same node name."""
-
-    def __init__(self, host: FakeHost, node: FakeNode) -> None:
-        super().__init__(node)
-        self.host = host
-
-    def controller(self, profile: NodeProfile, store: Store, **kw: Any) -> NodeController:
-        assert profile.node_name == self.host.name
-        return self.host.controller(store, progress=kw["progress"], break_lock=kw["break_lock"])
+from abtest.testing import FakeHost, FakeNode, HostKit, fake_profiles
 
 
 def _sweep(

@@ -1,7 +1,7 @@
 """SIGINT/SIGTERM during a sweep: every worker stops, restores its node, releases its lock
 (issue 11 item 1).
 
-The sweeps here run in a child process (``tests/fake_node.py``) on scripted fake nodes that
+The sweeps here run in a child process (``tests/fake_sweep.py``) on scripted fake nodes that
 hold the sweep in a long step - a batch round or a restart wait - until a stop reaches them.
 The parent watches the nodes' state files, sends the signal mid-sweep and checks what every
 node was left with, the run row, and the exit status (128 + signum, as the CLI).
@@ -35,7 +35,7 @@ WAIT_S = 120.0  # generous: the machine is noisy; nothing here asserts a duratio
 
 
 class SweepProcess:
-    """``python tests/fake_node.py`` with its fake nodes' state files."""
+    """``python tests/fake_sweep.py`` with its fake nodes' state files."""
 
     def __init__(self, tmp_path: Path, *nodes: str) -> None:
         self.dir = tmp_path
@@ -43,7 +43,7 @@ class SweepProcess:
         self.names = [n.split(":")[0] for n in nodes]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
         self.proc = subprocess.Popen(
-            [sys.executable, str(TESTS / "fake_node.py"), str(tmp_path), str(self.db), *nodes],
+            [sys.executable, str(TESTS / "fake_sweep.py"), str(tmp_path), str(self.db), *nodes],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

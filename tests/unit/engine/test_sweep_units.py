@@ -9,7 +9,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from fake_node import FakeKit, FakeNode, fake_profiles
 
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
@@ -26,6 +25,7 @@ from abtest.engine.sweep import (
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.errors import ApplyFailed, UserError
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode, fake_profiles
 
 NODE = "abtest-lab"
 

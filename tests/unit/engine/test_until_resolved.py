@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fake_node import FakeKit, FakeNode, fake_round
 
 from abtest.app.gates import resolve_options
 from abtest.app.report import build_model
@@ -24,6 +23,7 @@ from abtest.report.tidy import to_json
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.sequential import look_level, resolved_codes
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode, fake_round
 
 NODE = "abtest-lab"
 LOOKS = [5, 10, 15, 20]

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from abtest.config.playbook import NodeProfile, load_profile
+from abtest.node.connection import Result
 from abtest.node.control import NodeController
 from abtest.node.health import HealthFailed
-from abtest.node.ssh import Result
 from abtest.store.db import Store
 
 CONFIG = "kind: KubeletConfiguration\n"

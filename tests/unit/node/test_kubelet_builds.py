@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_node import FakeKit, FakeNode
 
 from abtest.batch.run_record import new_run
 from abtest.config.catalog import parse_catalog
@@ -29,6 +28,7 @@ from abtest.lab.layout import LabState, Paths
 from abtest.lab.releases import DEFAULT_RELEASE
 from abtest.node.kubelet_build import _GATE_LINE, KubeletBuild, arm_problems, build_path
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode
 
 NODE = "abtest-lab"
 

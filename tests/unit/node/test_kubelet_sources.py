@@ -15,7 +15,7 @@ from abtest.config.playbook import load_profile, parse_profile
 from abtest.errors import UserError
 from abtest.node import kubelet_sources as ks
 from abtest.node import preflight
-from abtest.node.ssh import Result
+from abtest.node.connection import Result
 
 CONFIG = "/var/lib/kubelet/config.yaml"
 BIN = "/usr/bin/kubelet"

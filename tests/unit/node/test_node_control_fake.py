@@ -1,5 +1,5 @@
 """NodeController's apply / verify / rollback / restore paths on the scripted fake node
-(tests/fake_host.py): the controller's real code, the real remote scripts on real files,
+(abtest/testing/host.py): the controller's real code, the real remote scripts on real files,
 only the kubelet and the API server scripted. The lab tests (test_node_lab.py,
 test_node_safety_lab.py) prove the same paths on a real kubelet."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_host import BAD_KUBELET, DEFAULTS, FakeHost
 
 from abtest.errors import NodeError, UserError
 from abtest.node.records import RolledBack
 from abtest.store.db import Store
 from abtest.store.journal import APPLIED, FAILED, RESTORED, Journal
+from abtest.testing.host import BAD_KUBELET, DEFAULTS, FakeHost
 
 
 @pytest.fixture()

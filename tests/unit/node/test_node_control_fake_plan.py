@@ -4,7 +4,6 @@ the running kubelet, what the journal and the node-side marker say is ours."""
 from __future__ import annotations
 
 import pytest
-from fake_host import CONFIG
 
 from abtest.config.domain import Scalar
 from abtest.errors import UserError
@@ -15,6 +14,7 @@ from abtest.node.kubelet_config import apply_settings
 from abtest.node.remote_files import Marker
 from abtest.store.db import Store
 from abtest.store.journal import Journal, JournalEntry
+from abtest.testing.host import CONFIG
 
 RUNNING = {"kubeAPIQPS": 50, "kubeAPIBurst": 100}
 GATES = {"ContainerCheckpoint": False}

@@ -1,6 +1,6 @@
 """Node config and binary safety (issue 11 items 3, 4, 6) on the scripted fake node.
 
-The node is :class:`~fake_host.FakeHost` (tests/fake_host.py): the controller's real remote
+The node is :class:`abtest.testing.FakeHost` (abtest/testing/host.py): the controller's real remote
 scripts (atomic write, copy, lock, markers) run with ``subprocess`` on files in ``tmp_path``;
 only the kubelet and the API server are scripted, and a restart runs the kubelet "binary" (a
 shell script) on the config as written. ``host.fail_when`` scripts a failing command (a full
@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_host import FakeConn, FakeHost
 
 from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
@@ -24,6 +23,7 @@ from abtest.node.records import RolledBack
 from abtest.node.remote_files import ChangedUnderUs
 from abtest.store.db import Store
 from abtest.store.journal import ABANDONED, CHANGED, RESTORED, Journal
+from abtest.testing import FakeConnection, FakeHost
 
 CONFIG = b"""\
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -103,14 +103,14 @@ def test_a_binary_backup_that_fails_leaves_nothing_behind(
 def test_the_write_checks_the_target_just_before_the_rename(
     host: FakeHost, node: NodeProfile
 ) -> None:
-    conn = FakeConn(host)
+    conn = FakeConnection(host)
     path = node.kubelet_config_path
     with pytest.raises(ChangedUnderUs) as caught:
-        rf.atomic_write(conn, path, b"new\n", sudo=False, expect_sha256=rf.sha256(b"other"))  # type: ignore[arg-type]
+        rf.atomic_write(conn, path, b"new\n", sudo=False, expect_sha256=rf.sha256(b"other"))
     assert caught.value.found == rf.sha256(CONFIG)
     assert Path(path).read_bytes() == CONFIG
     _left_as_found(node)
-    rf.atomic_write(conn, path, b"new\n", sudo=False, expect_sha256=rf.sha256(CONFIG))  # type: ignore[arg-type]
+    rf.atomic_write(conn, path, b"new\n", sudo=False, expect_sha256=rf.sha256(CONFIG))
     assert Path(path).read_bytes() == b"new\n"
 
 
@@ -231,10 +231,10 @@ def test_binary_swap_keeps_owner_and_mode_and_restores_without_the_journal(
 
 
 def test_a_failed_copy_leaves_no_temp_file(host: FakeHost, node: NodeProfile) -> None:
-    conn = FakeConn(host)
+    conn = FakeConnection(host)
     with pytest.raises(NodeError):
         rf.atomic_copy(  # chown fails after the copy into the temp file
-            conn,  # type: ignore[arg-type]
+            conn,
             "/bin/sh",
             node.kubelet_binary_path,
             owner="no-such-user-abtest:no-such-group",

@@ -19,6 +19,7 @@ from abtest.cluster.nodes import parse_configz, parse_feature_enabled
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.errors import ClusterError, Interrupted, NodeError, UserError
 from abtest.node import ssh as ssh_mod
+from abtest.node.connection import Result
 from abtest.node.control import describe_settings
 from abtest.node.health import (
     Expectation,
@@ -320,9 +321,9 @@ def test_run_quotes_every_argument(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
     def fake_exec(
         self: ssh_mod.Connection, command: str, timeout: float, stdin: bytes | None
-    ) -> ssh_mod.Result:
+    ) -> Result:
         sent.append(command)
-        return ssh_mod.Result(command, 0, "", "")
+        return Result(command, 0, "", "")
 
     monkeypatch.setattr(ssh_mod.Connection, "_exec", fake_exec)
     (tmp_path / "cfg").write_text("")
@@ -351,10 +352,10 @@ def test_session_validates_image_and_counts_lines(
     calls: list[str] = []
     outputs = {"pods": "abc\n\ndef\n  \n", "inspecti": '{"status": {}}'}
 
-    def fake_shell(self: ssh_mod.Connection, command: str, **kw: object) -> ssh_mod.Result:
+    def fake_shell(self: ssh_mod.Connection, command: str, **kw: object) -> Result:
         calls.append(command)
         key = "inspecti" if "inspecti" in command else "pods"
-        return ssh_mod.Result(command, 0, outputs[key], "")
+        return Result(command, 0, outputs[key], "")
 
     monkeypatch.setattr(ssh_mod.Connection, "run_shell", fake_shell)
     with NodeSession(prof) as node:
@@ -371,8 +372,8 @@ def test_session_validates_image_and_counts_lines(
 def test_session_sandbox_count_fails_loudly(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def failing(self: ssh_mod.Connection, command: str, **kw: object) -> ssh_mod.Result:
-        return ssh_mod.Result(command, 1, "", "connect: no such file or directory")
+    def failing(self: ssh_mod.Connection, command: str, **kw: object) -> Result:
+        return Result(command, 1, "", "connect: no such file or directory")
 
     monkeypatch.setattr(ssh_mod.Connection, "run_shell", failing)
     with NodeSession(_profile(tmp_path)) as node, pytest.raises(NodeError, match="no such file"):

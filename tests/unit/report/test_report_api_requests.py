@@ -6,7 +6,7 @@ report shows what a setting takes off the API server (events are POSTs)."""
 from __future__ import annotations
 
 import pytest
-from test_report_model import build_sweep
+from sweeps import build_sweep
 
 from abtest.analysis.model import ReportModel
 from abtest.app.report import build_model

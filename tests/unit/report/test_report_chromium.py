@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_report_model import build_sweep
+from sweeps import build_sweep
 
 from abtest.app.report import build_model
 from abtest.report import build_tables, write_report

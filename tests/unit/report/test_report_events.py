@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_report_model import build_sweep
+from sweeps import build_sweep
 
 from abtest.analysis.model import ReportModel
 from abtest.app.report import build_model

@@ -6,7 +6,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from test_report_model import build_sweep
+from sweeps import build_sweep
 from typer.testing import CliRunner
 
 from abtest.app.report import build_model

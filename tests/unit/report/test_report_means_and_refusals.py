@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 import pytest
-from test_report_model import SweepSpec, build_sweep
+from sweeps import SweepSpec, build_sweep
 
 from abtest.analysis.model import ReportModel
 from abtest.app.report import build_model

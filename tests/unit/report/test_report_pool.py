@@ -8,7 +8,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from fake_node import FakeKit, FakeNode, fake_profiles
 from typer.testing import CliRunner
 
 from abtest.app.report import build_model, build_pooled_model
@@ -18,6 +17,7 @@ from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
 from abtest.store.db import Store
+from abtest.testing import FakeKit, FakeNode, fake_profiles
 
 
 def _controller_run(store: Store, node_name: str, **kw: object) -> str:

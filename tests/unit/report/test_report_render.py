@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 import pytest
-from test_report_model import build_sweep
+from sweeps import build_sweep
 from typer.testing import CliRunner
 
 from abtest.analysis.model import ReportModel

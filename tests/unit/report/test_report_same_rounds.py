@@ -9,7 +9,7 @@ from __future__ import annotations
 import html as html_text
 
 import pytest
-from test_report_model import SweepSpec, build_sweep
+from sweeps import SweepSpec, build_sweep
 
 from abtest.app.report import build_model
 from abtest.report import render_html, render_markdown

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_report_model import SweepSpec, build_sweep
+from sweeps import SweepSpec, build_sweep
 
 from abtest.app.report import build_model
 from abtest.config.plan_options import PlanOptions

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_host import FakeHost
-from fake_node import FakeKit, FakeNode, fake_profiles
 from pg_server import PgServer
-from test_sweep_on_a_fake_node import HostKit
 from typer.testing import CliRunner
 
 from abtest.cli.main import app
@@ -30,6 +27,7 @@ from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
 from abtest.store.schema import SCHEMA_VERSION
 from abtest.store.transfer import comparable, export_runs, import_runs
+from abtest.testing import FakeHost, FakeKit, FakeNode, HostKit, fake_profiles
 
 pytestmark = pytest.mark.postgres
 TESTS = Path(__file__).parents[2]

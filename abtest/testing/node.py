@@ -11,7 +11,11 @@ A node can hold the sweep in a long step - a batch round or a restart wait - the
 one does: it waits with :func:`abtest.node.signals.sleep`, so only a stop request ends the wait
 (the hold gives up after ``HOLD_CAP_S`` and records ``...-not-stopped``, which fails
 ``verify``). With ``state_file`` every change is also written there as JSON, so a test can
-watch a sweep running in another process; ``python tests/fake_node.py`` is that process.
+watch a sweep running in another process (the project's tests/fake_sweep.py is one).
+
+:class:`FakeSession` answers the engine's questions about sandboxes (none); the kit's cluster
+handle is a :class:`FakeKitCluster` (just the node). :func:`fake_round` makes the
+:class:`~abtest.batch.model.RoundResult` of a round every pod of which was Ready at once.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -220,6 +223,9 @@ class FakeController:
 
 
 class FakeSession:
+    """Stands where the engine's node session does (:class:`~abtest.engine.nodekit.NodeAccess`):
+    no sandboxes to count or remove."""
+
     def __init__(self, node: FakeNode) -> None:
         self.node = node
 
@@ -239,7 +245,7 @@ class FakeSession:
         return 0
 
     # NodeAccess asks these only for an arm with a runtime class, which a FakeKit sweep has
-    # not (test_pod_spec_factors.RuntimeSession answers them)
+    # not (a test that needs them subclasses this fake)
     def runtime_handlers(self) -> frozenset[str] | None:
         raise NotImplementedError("FakeSession: no runtime handlers")
 
@@ -248,7 +254,9 @@ class FakeSession:
 
 
 @dataclasses.dataclass(frozen=True)
-class FakeCluster:
+class FakeKitCluster:
+    """What :meth:`FakeKit.cluster` hands the sweep: the node it stands for."""
+
     node: FakeNode
 
 
@@ -263,7 +271,7 @@ class FakeKit:
         return sorted(n for n in self.nodes if n not in self.absent)
 
     def cluster(self, profile: NodeProfile, *, pool_size: int) -> Any:
-        return FakeCluster(self.nodes[profile.node_name])
+        return FakeKitCluster(self.nodes[profile.node_name])
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]:
         return {"node": {"node_name": profile.node_name, "fake": True}}
@@ -293,7 +301,7 @@ class FakeKit:
         return node.stuck_at or str(release_of(node.binary or "") or "v1.36.3")
 
     # NodeKit asks these only for an arm with a runtime class, which a FakeKit sweep has not
-    # (test_pod_spec_factors.RuntimeKit answers them)
+    # (a test that needs them subclasses this fake)
     def runtime_class_handler(self, cluster: Any, name: str) -> str | None:
         raise NotImplementedError("FakeKit: no RuntimeClasses")
 
@@ -383,46 +391,3 @@ def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile
         )
         for n in nodes
     )
-
-
-# --------------------------------------------------------------------------- a sweep process
-
-
-def main(argv: list[str]) -> int:
-    """``fake_node.py STATE_DIR DB NODE:HOLD[:RESTORE_STEPS] ...``: run a sweep of the
-    lab-sweep playbook on the fake nodes, exiting as the CLI does (128 + signum)."""
-    from abtest.config.plan_options import PlanOptions
-    from abtest.engine.sweep import SweepOptions, run_sweep
-    from abtest.engine.sweep_plan import build_plan
-    from abtest.errors import Interrupted
-
-    state_dir, db = Path(argv[0]), Path(argv[1])
-    nodes = []
-    for spec in argv[2:]:
-        name, hold, *steps = spec.split(":")
-        nodes.append(
-            FakeNode(
-                name,
-                hold=hold or None,
-                restore_steps=int(steps[0]) if steps else 0,
-                state_file=state_dir / f"{name}.json",
-            )
-        )
-    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=2, sizes=(10, 20), seed=7))
-    plan = dataclasses.replace(plan, profiles=fake_profiles(plan.profiles[0], nodes))
-
-    def emit(kind: str, data: dict[str, Any]) -> None:
-        print(kind, json.dumps(data, default=str), flush=True)
-
-    with Store(db) as store:
-        try:
-            result = run_sweep(plan, store, SweepOptions(command="fake"), emit, kit=FakeKit(*nodes))
-        except Interrupted as exc:
-            print(f"interrupted: {exc}", flush=True)
-            return exc.exit_code
-    print(f"status: {result.status}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

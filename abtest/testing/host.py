@@ -1,5 +1,9 @@
 """A scripted fake node for :class:`~abtest.node.control.NodeController`, below the SSH seam.
 
+Where :mod:`abtest.testing.node` fakes the controller, this fakes the node under the real one:
+:class:`FakeConnection` implements :class:`abtest.node.connection.Connection` and the
+controller's :class:`~abtest.node.session.NodeSession` runs over it unchanged.
+
 :class:`FakeHost` is one node on this machine: its kubelet config, binary and lock are files
 in a directory, and the controller's remote scripts (atomic write, backup, marker, lock)
 really run on them with ``subprocess``. What a real node would answer about its kubelet is
@@ -41,10 +45,11 @@ from kubernetes.client.exceptions import ApiException
 
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.errors import NodeError
+from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
 from abtest.node.control import NodeController
 from abtest.node.session import NodeSession
-from abtest.node.ssh import FileStat, Result
 from abtest.store.db import Store
+from abtest.testing.node import FakeKit, FakeNode
 
 CONFIG = b"""\
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -226,7 +231,8 @@ class FakeHost:
         )
 
     def session(self, profile: NodeProfile) -> NodeSession:
-        return FakeSession(profile, FakeConn(self))
+        """A real NodeSession (its commands, its log tail) over this host's connection."""
+        return NodeSession(profile, connection=FakeConnection(self))
 
     def controller(self, store: Store, **kw: Any) -> NodeController:
         profile = kw.pop("profile", None) or self.profile()
@@ -239,28 +245,32 @@ class FakeHost:
         )
 
 
-class FakeSession(NodeSession):
-    """A real NodeSession (its commands, its log tail) over the fake host's connection."""
+@dataclasses.dataclass(frozen=True)
+class FakeEndpoint:
+    alias: str = NODE
 
-    def __init__(self, profile: NodeProfile, conn: FakeConn) -> None:
-        self.profile = profile
-        self.ssh = conn  # type: ignore[assignment]
+    def describe(self) -> str:
+        return self.alias
 
 
-class FakeConn:
-    """The SSH connection's interface: the fake's own answers, else run here for real
-    (no sudo: the test owns the files)."""
+class FakeConnection:
+    """A :class:`~abtest.node.connection.Connection` to the fake host: the fake's own
+    answers, else the command runs here for real (no sudo: the test owns the files)."""
 
     def __init__(self, host: FakeHost) -> None:
         self.host = host
-        self.endpoint = SimpleNamespace(alias=NODE, describe=lambda: NODE)
+        self.endpoint = FakeEndpoint()
+
+    @property
+    def connected(self) -> bool:
+        return True
 
     def run(
         self,
         argv: list[str],
         *,
         sudo: bool = False,
-        timeout: float = 60,
+        timeout: float = DEFAULT_TIMEOUT_S,
         stdin: bytes | None = None,
     ) -> Result:
         scripted = self.host.answer(argv)
@@ -270,8 +280,15 @@ class FakeConn:
         out = proc.stdout.decode("utf-8", "replace")
         return Result(shlex.join(argv), proc.returncode, out, proc.stderr.decode(), proc.stdout)
 
-    def run_shell(self, command: str, **kw: Any) -> Result:
-        return self.run(["sh", "-c", command], **kw)
+    def run_shell(
+        self,
+        command: str,
+        *,
+        sudo: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stdin: bytes | None = None,
+    ) -> Result:
+        return self.run(["sh", "-c", command], sudo=sudo, timeout=timeout, stdin=stdin)
 
     def read_bytes(self, path: str, *, sudo: bool = False) -> bytes:
         try:
@@ -334,3 +351,16 @@ class FakeCluster:
         else:
             raise AssertionError(f"unexpected kubelet path {path}")
         return SimpleNamespace(data=body.encode())
+
+
+class HostKit(FakeKit):
+    """A :class:`~abtest.testing.node.FakeKit` whose controller is the real NodeController, on
+    a fake host of the same node name (the batch rounds stay the fake node's)."""
+
+    def __init__(self, host: FakeHost, node: FakeNode) -> None:
+        super().__init__(node)
+        self.host = host
+
+    def controller(self, profile: NodeProfile, store: Store, **kw: Any) -> NodeController:
+        assert profile.node_name == self.host.name
+        return self.host.controller(store, progress=kw["progress"], break_lock=kw["break_lock"])
