@@ -1,6 +1,6 @@
 """What a sweep needs of a node and its API server, behind one seam.
 
-:class:`NodeKit` is what :class:`~abtest.engine.sweep.NodeSweep` is given: the cluster
+:class:`NodeKit` is what :class:`~abtest.engine.node_sweep.NodeSweep` is given: the cluster
 client, the pre-flight, the node controller (apply / restore, always undoable), the node
 session the batch engine asks about sandboxes, and one batch round. :class:`RealNodes` is
 the default and reaches real nodes over SSH and the real API server; the test package ships

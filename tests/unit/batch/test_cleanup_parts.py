@@ -24,7 +24,8 @@ from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.cluster import pods as pods_mod
 from abtest.config.plan_options import PlanOptions
-from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.node_sweep import NodeSweep
+from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
 from abtest.node.session import only_removal_races

@@ -21,7 +21,8 @@ from abtest.config.domain import Release, parse_release, release_of, skew_proble
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import load_profile
 from abtest.engine.design import build_arms
-from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.node_sweep import NodeSweep
+from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.errors import UserError
 from abtest.lab import control
