@@ -24,7 +24,7 @@ from abtest.store.db import Store  # noqa: E402
 
 @pytest.fixture(scope="session")
 def lab_up() -> None:
-    from abtest.lab.control import status
+    from abtest.lab.status import status
 
     st = status()
     if not (st.up and st.ready):
