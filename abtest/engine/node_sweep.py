@@ -15,7 +15,7 @@ from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
 from abtest.config.domain import Arm, release_of
 from abtest.config.playbook import NodeProfile
-from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit, RealNodes
+from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit, PreflightSpec, RealNodes
 from abtest.engine.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
 from abtest.engine.schedule import RoundSlot, Visit, remaining
 from abtest.engine.sweep_plan import SweepPlan
@@ -91,16 +91,15 @@ class NodeSweep:
         binaries = sorted(
             {p for a in arms if (p := build_path(a.kubelet_binary, self.profile)) is not None}
         )
-        problems = self.kit.preflight(
-            self.profile,
-            cluster,
+        spec = PreflightSpec(
+            profile=self.profile,
             settings={k: v for arm in own for k, v in arm.settings},
-            binaries=binaries,
+            binaries=tuple(binaries),
             image=self.plan.playbook.workload.image,
             namespace=self.plan.playbook.namespace,
-            store=self.store,
             accept_new_host_key=self.opts.accept_new_host_key,
         )
+        problems = self.kit.preflight(cluster, spec, self.store)
         if self.uses_binaries:
             problems += self._build_problems(cluster, binaries)
         if problems:
