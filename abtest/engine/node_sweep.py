@@ -157,6 +157,7 @@ class NodeSweep:
                 accept_new_host_key=self.opts.accept_new_host_key,
                 break_lock=self.opts.break_lock,
                 progress=lambda m: self.emit("node", {"msg": m}),
+                run_id=self.run_id,  # the journal names the run its changes are
             ) as ctl,
             self.kit.session(self.profile) as session,
         ):

@@ -142,6 +142,7 @@ class NodeKit(Protocol):
         accept_new_host_key: bool,
         break_lock: bool,
         progress: Progress,
+        run_id: str | None = None,
     ) -> NodeControl: ...
 
     def session(self, profile: NodeProfile) -> NodeAccess: ...
@@ -231,13 +232,16 @@ class RealNodes:
         accept_new_host_key: bool,
         break_lock: bool,
         progress: Progress,
+        run_id: str | None = None,
     ) -> NodeControl:
+        """The node's controller; every change it journals is recorded as ``run_id``'s."""
         return NodeController(
             profile,
             store,
             accept_new_host_key=accept_new_host_key,
             break_lock=break_lock,
             progress=progress,
+            run_id=run_id,
         )
 
     def session(self, profile: NodeProfile) -> NodeAccess:

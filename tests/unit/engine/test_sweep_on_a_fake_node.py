@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fake_host import FakeHost
+from fake_host import CONFIG, FakeHost
 from fake_node import FakeKit, FakeNode, fake_profiles
 
 from abtest.config.plan_options import PlanOptions
@@ -21,6 +21,7 @@ from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.node.control import NodeController
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
+from abtest.store.series import base_config
 
 
 class HostKit(FakeKit):
@@ -32,7 +33,9 @@ class HostKit(FakeKit):
 
     def controller(self, profile: NodeProfile, store: Store, **kw: Any) -> NodeController:
         assert profile.node_name == self.host.name
-        return self.host.controller(store, progress=kw["progress"], break_lock=kw["break_lock"])
+        return self.host.controller(
+            store, progress=kw["progress"], break_lock=kw["break_lock"], run_id=kw["run_id"]
+        )
 
 
 def _sweep(
@@ -99,4 +102,15 @@ def test_an_arm_whose_setting_does_not_take_effect_is_rolled_back_and_skipped(
     assert len(skipped) == 2 and all(v["applied"] == 0 and v["error"] for v in skipped)
     ran = {k for k, _ in events}
     assert "arm_failed" in ran
+    host.verify()
+
+
+def test_the_sweep_journals_its_changes_under_its_run_id(tmp_path: Path, store: Store) -> None:
+    """The controller a sweep is given names the run in every journal entry it writes, so
+    the run's base config is found by its id (abtest history's "what changed")."""
+    host = FakeHost(tmp_path / "node")
+    result, _, _ = _sweep(tmp_path, store, host)
+    entries = Journal(store).history(host.name)
+    assert entries and all(e.run_id == result.run_id for e in entries)
+    assert base_config(store, result.run_id, host.name) == CONFIG
     host.verify()
