@@ -104,13 +104,13 @@ def replace_system_file(path: Path, text: str) -> str:
 
 
 def install_binary(src: Path, dst: Path) -> None:
-    """Copy a binary into place (through a temp file and a rename), unless the same size and
-    mtime are there already."""
+    """Copy a binary into place (through a hidden temp file beside it and a rename), unless
+    one of the same size and mtime is there already."""
     if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
         src.stat().st_size,
         src.stat().st_mtime,
     ):
         return
-    tmp = dst.with_suffix(".tmp")
+    tmp = dst.with_name(f".{dst.name}.tmp")
     shutil.copy2(src, tmp)
     tmp.replace(dst)
