@@ -1,15 +1,23 @@
-"""One exception hierarchy.
+"""One exception hierarchy, and the reasons a number is refused.
 
 ``UserError`` and its children are problems with what the user gave us (a file, a flag,
 a node that is not in the state we need): the CLI prints them as one line and exits 2.
 Every other ``AbtestError`` is an operational failure (a node, the cluster, the lab): one line
 with its class name, and its own ``exit_code`` (4 for those below). An exception that is not an
 ``AbtestError`` is a bug: ``abtest.cli.main`` lets it through with its traceback.
+
+``TOO_SMALL`` and ``NO_VARIATION`` are the two reasons ``abtest.stats`` gives for a
+comparison without an interval (in a note, never as an exception). They live here, beneath
+every layer, so the renderers in ``abtest.report`` can name them without importing stats.
 """
 
 from __future__ import annotations
 
 import signal
+
+# Why a comparison has no interval: stats writes them into its notes, report shortens them.
+TOO_SMALL = "n too small for an interval"
+NO_VARIATION = "no variation between rounds (no interval)"
 
 
 class AbtestError(Exception):

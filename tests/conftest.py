@@ -16,7 +16,7 @@ from abtest.store.db import Store
 
 @pytest.fixture(scope="session")
 def lab_up() -> None:
-    from abtest.lab.control import status
+    from abtest.lab.status import status
 
     st = status()
     if not (st.up and st.ready):

@@ -49,7 +49,7 @@ def add_runs(
         store.arms.add(run_id, [ArmRow("baseline", [], {})])
         for node in nodes:
             if configs:
-                Journal(store).begin(
+                Journal(store, run_id=run_id).begin(
                     node_name=node, profile_name="p", path="/var/lib/kubelet/config.yaml",
                     original=configs[i].encode(), applied={},
                 )  # fmt: skip

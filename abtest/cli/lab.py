@@ -9,7 +9,8 @@ import typer
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config.domain import parse_release
-from abtest.lab import control, layout, sdnode
+from abtest.lab import control, kubelet_builds, layout, sdnode
+from abtest.lab import status as lab_status
 from abtest.lab.releases import DEFAULT_RELEASE
 
 app = typer.Typer(
@@ -90,7 +91,7 @@ def up(
 def status(json_out: o.Json = False) -> None:
     """Each component's pid and health, node readiness, each node's runtime handlers (as
     its containerd reports them), the RuntimeClass objects, kubeconfig and SSH target."""
-    st = control.status()
+    st = lab_status.status()
     if json_out:
         print_json(st.as_json())
     else:
@@ -156,11 +157,11 @@ def kubelets(
     release the version-skew policy does not allow under the lab's API server (newer, or more
     than three minors older) is refused before anything is built."""
     if not versions:
-        placed = control.placed_kubelets(layout.Paths())
+        placed = kubelet_builds.placed_kubelets(layout.Paths())
         console.print("\n".join(placed) if placed else "no kubelet releases placed")
         return
     wanted = [parse_release(v, "VERSION") for v in versions]
-    control.place_kubelets(wanted, say=lambda line: console.print(line, highlight=False))
+    kubelet_builds.place_kubelets(wanted, say=lambda line: console.print(line, highlight=False))
 
 
 @app.command("down")

@@ -1,6 +1,6 @@
 """What a sweep needs of a node and its API server, behind one seam.
 
-:class:`NodeKit` is what :class:`~abtest.engine.sweep.NodeSweep` is given: the cluster
+:class:`NodeKit` is what :class:`~abtest.engine.node_sweep.NodeSweep` is given: the cluster
 client, the pre-flight, the node controller (apply / restore, always undoable), the node
 session the batch engine asks about sandboxes, and one batch round. :class:`RealNodes` is
 the default and reaches real nodes over SSH and the real API server; the test package ships
@@ -11,6 +11,7 @@ failed arms, signals across worker threads) is tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -39,6 +40,23 @@ from abtest.store.db import Store
 from abtest.store.journal import Journal
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PreflightSpec:
+    """What one node's pre-flight checks, as one value (the protocol, the real kit and the
+    fakes take this, so its parameters are written once): ``profile``'s node passes
+    :func:`abtest.node.preflight.check` for ``settings`` (the arms the node's own kubelet runs)
+    and ``image``; each of ``binaries`` (other arms' kubelet builds) is on the node; and
+    ``namespace`` is abtest's, with no pods in it. ``accept_new_host_key``: trust the node's
+    SSH host key on first contact."""
+
+    profile: NodeProfile
+    settings: Mapping[str, Scalar]
+    binaries: tuple[str, ...]
+    image: str
+    namespace: str
+    accept_new_host_key: bool = False
 
 
 class NodeControl(Protocol):
@@ -98,18 +116,7 @@ class NodeKit(Protocol):
 
     def cluster_nodes(self, profile: NodeProfile) -> list[str] | None: ...
 
-    def preflight(
-        self,
-        profile: NodeProfile,
-        cluster: Cluster,
-        *,
-        settings: Mapping[str, Scalar],
-        binaries: list[str],
-        image: str,
-        namespace: str,
-        store: Store,
-        accept_new_host_key: bool,
-    ) -> list[str]: ...
+    def preflight(self, cluster: Cluster, spec: PreflightSpec, store: Store) -> list[str]: ...
 
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None: ...
 
@@ -135,6 +142,7 @@ class NodeKit(Protocol):
         accept_new_host_key: bool,
         break_lock: bool,
         progress: Progress,
+        run_id: str | None = None,
     ) -> NodeControl: ...
 
     def session(self, profile: NodeProfile) -> NodeAccess: ...
@@ -161,27 +169,21 @@ class RealNodes:
             connect(profile.kubeconfig, context=profile.kube_context), profile.node_name
         )
 
-    def preflight(
-        self,
-        profile: NodeProfile,
-        cluster: Cluster,
-        *,
-        settings: Mapping[str, Scalar],
-        binaries: list[str],
-        image: str,
-        namespace: str,
-        store: Store,
-        accept_new_host_key: bool,
-    ) -> list[str]:
+    def preflight(self, cluster: Cluster, spec: PreflightSpec, store: Store) -> list[str]:
         """Every problem that stops this node from taking part; nothing is changed."""
         report = preflight_check(
-            profile, settings, store=store, image=image, accept_new_host_key=accept_new_host_key
+            spec.profile,
+            spec.settings,
+            store=store,
+            image=spec.image,
+            accept_new_host_key=spec.accept_new_host_key,
         )
         problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
-        if binaries:
-            with NodeSession(profile) as session:
+        namespace = spec.namespace
+        if spec.binaries:
+            with NodeSession(spec.profile) as session:
                 installer = KubeletBinary(session, Journal(store))
-                for path in binaries:
+                for path in spec.binaries:
                     try:
                         installer.require_candidate(path)
                     except NodeError as exc:
@@ -230,13 +232,16 @@ class RealNodes:
         accept_new_host_key: bool,
         break_lock: bool,
         progress: Progress,
+        run_id: str | None = None,
     ) -> NodeControl:
+        """The node's controller; every change it journals is recorded as ``run_id``'s."""
         return NodeController(
             profile,
             store,
             accept_new_host_key=accept_new_host_key,
             break_lock=break_lock,
             progress=progress,
+            run_id=run_id,
         )
 
     def session(self, profile: NodeProfile) -> NodeAccess:

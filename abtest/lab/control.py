@@ -2,21 +2,23 @@
 
 One control plane (etcd, API server, scheduler, controller-manager) and one sshd; node 1
 (the single-node lab's layout) plus nodes 2..N from nodes.py. `up --nodes M` on a running
-lab adds or removes nodes without touching the control plane or the nodes it keeps."""
+lab adds or removes nodes without touching the control plane or the nodes it keeps.
+
+The control plane's certificates and start-up are control_plane.py, `status` status.py, the
+release an `up` runs releases.py, extra kubelet releases kubelet_builds.py."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtest.config.domain import Release, parse_release, skew_problem
+from abtest.config.domain import Release
 from abtest.errors import LabError, UserError
 from abtest.lab import (
     components,
+    control_plane,
     host,
     images,
     layout,
@@ -28,14 +30,13 @@ from abtest.lab import (
 )
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.binaries import CONTAINERD_VERSION, binary_set, ensure_binaries
-from abtest.lab.files import make_dir
-from abtest.lab.layout import LabState, Node, Paths
+from abtest.lab.files import install_binary, make_dir
+from abtest.lab.layout import LabState, Node, Paths, Say
 from abtest.lab.nodes import NodeStatus
-from abtest.lab.processes import alive, free_port, read_pid, start, stop, wait_until
-from abtest.lab.releases import DEFAULT_RELEASE, served
-from abtest.lab.sdnode_run import SystemdNodeStatus
+from abtest.lab.processes import free_port, stop, wait_until
+from abtest.lab.releases import choose_release, served
+from abtest.lab.status import LabStatus, status
 
-Say = Callable[[str], None]
 PREFERRED_PORTS = {
     "etcd": 2379,
     "etcd_peer": 2380,
@@ -46,218 +47,9 @@ PREFERRED_PORTS = {
     "kubelet_healthz": 10248,
     "sshd": 2222,
 }
-START_TIMEOUT = {"kube-apiserver": 120.0, "kubelet": 120.0}
+
+
 READY_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pid: int | None
-    running: bool
-    healthy: bool
-
-
-@dataclass(frozen=True)
-class LabStatus:
-    up: bool
-    ready: bool
-    node: str
-    kubeconfig: str
-    ssh_target: str
-    components: tuple[ComponentStatus, ...]
-    # Every node, node 1 first (its components are also in `components`, as before).
-    nodes: tuple[NodeStatus, ...] = ()
-    # Only when the lab is not (fully) up: what `down` should have removed and is still
-    # here, and what `down` keeps on purpose (see residue.py).
-    left_behind: tuple[str, ...] = ()
-    kept: tuple[str, ...] = ()
-    # RuntimeClass objects in the cluster (name -> handler); empty with the reason in
-    # runtime_classes_error when the API server could not be asked.
-    runtime_classes: dict[str, str] = field(default_factory=dict)
-    runtime_classes_error: str | None = None
-    #: the release the lab's binaries are (from its state), and what the running API server
-    #: reports (None: not running)
-    release: str | None = None
-    api_server_version: str | None = None
-    #: extra kubelet releases placed for kubelet_build arms (`lab kubelets`)
-    kubelet_builds: tuple[str, ...] = ()
-    #: the systemd node (`up --systemd-node`; None: the lab has none)
-    systemd_node: SystemdNodeStatus | None = None
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "up": self.up,
-            "ready": self.ready,
-            "kubernetes": self.release,
-            "api_server_version": self.api_server_version,
-            "kubelet_builds": list(self.kubelet_builds),
-            "node": self.node,
-            "kubeconfig": self.kubeconfig,
-            "ssh_target": self.ssh_target,
-            "components": {
-                c.name: {"pid": c.pid, "running": c.running, "healthy": c.healthy}
-                for c in self.components
-            },
-            "nodes": [n.as_json() for n in self.nodes],
-            "systemd_node": self.systemd_node.as_json() if self.systemd_node else None,
-            "runtime_classes": dict(self.runtime_classes),
-            "runtime_classes_error": self.runtime_classes_error,
-            "left_behind": list(self.left_behind),
-            "kept": list(self.kept),
-        }
-
-
-def status(paths: Paths | None = None) -> LabStatus:
-    paths = paths or Paths()
-    state = LabState.load(paths)
-    ports = state.ports if state else {}
-    comps = []
-    for name in components.ORDER:
-        pid = read_pid(paths.pids, name)
-        running = alive(pid, components.EXPECT[name])
-        ok = running and bool(ports) and components.healthy(name, paths, ports)
-        comps.append(ComponentStatus(name, pid if running else None, running, ok))
-    api_ok = bool(ports) and all(c.healthy for c in comps if c.name == "kube-apiserver")
-    count = state.nodes if state else 1
-    node_list = tuple(lab_nodes.node_status(n, ports, api_ok) for n in layout.nodes(count, paths))
-    sd = sdnode_run.node_status(paths, ports, api_ok) if state and state.systemd_node else None
-    ready = all(n.ready for n in node_list) and (sd is None or sd.ready)
-    ssh = f"{layout.SSH_USER}@127.0.0.1:{ports['sshd']}" if "sshd" in ports else ""
-    is_up = all(c.running for c in comps) and all(n.up for n in node_list) and (sd is None or sd.up)
-    classes: dict[str, str] = {}
-    classes_error: str | None = "the API server is not healthy"
-    api_version = None
-    if api_ok:
-        try:
-            classes, classes_error = runtimes.runtime_classes(paths, ports), None
-            api_version = components.api_server_version(paths, ports)
-        except (OSError, ValueError, KeyError) as exc:
-            classes_error = f"listing RuntimeClasses failed: {exc}"
-    kept = kept_release(paths)
-    return LabStatus(
-        up=is_up,
-        ready=ready,
-        node=layout.NODE_NAME,
-        kubeconfig=str(paths.kubeconfig),
-        ssh_target=ssh,
-        components=tuple(comps),
-        nodes=node_list,
-        left_behind=() if is_up else tuple(residue.left_behind(paths, state)),
-        kept=() if is_up else tuple(residue.kept(paths)),
-        runtime_classes=classes,
-        runtime_classes_error=classes_error,
-        release=kept.version if kept else None,
-        api_server_version=api_version,
-        kubelet_builds=tuple(placed_kubelets(paths)),
-        systemd_node=sd,
-    )
-
-
-def placed_kubelets(paths: Paths) -> list[str]:
-    """The kubelet releases placed in the lab's builds directory, oldest first."""
-    if not paths.kubelets.is_dir():
-        return []
-    found = []
-    for d in paths.kubelets.iterdir():
-        try:
-            release = parse_release(d.name, str(d))
-        except UserError:
-            continue
-        if (d / "kubelet").is_file():
-            found.append(release)
-    return [r.version for r in sorted(found)]
-
-
-def place_kubelets(
-    wanted: list[Release], say: Say = print, paths: Paths | None = None
-) -> list[Path]:
-    """Build (once, cached) and place each kubelet release in the lab's builds directory,
-    where the lab profile's ``kubelet.builds_dir`` finds it. Every release is checked first
-    (served, and allowed under the lab's API server by the skew policy): a bad one is
-    refused before anything is built or placed."""
-    paths = paths or Paths()
-    host.require_root()
-    control_plane = kept_release(paths) or DEFAULT_RELEASE
-    for release in wanted:
-        problem = skew_problem(release, control_plane)
-        if problem:
-            raise UserError(
-                problem,
-                f"kubelet release {release}",
-                f"choose a release from v{control_plane.major}.{max(34, control_plane.minor - 3)}"
-                f".0 to {control_plane}, the lab's control plane",
-            )
-    for release in wanted:
-        if binary_set(release, ("kubelet",)).missing():
-            problem = served(release)
-            if problem:
-                raise UserError(problem, f"kubelet release {release}", "choose a served release")
-    placed = []
-    for release in wanted:
-        bins = ensure_binaries(say, release=release, names=("kubelet",))
-        dest = paths.kubelets / release.version
-        make_dir(paths.kubelets)
-        make_dir(dest)
-        _install_binary(bins.path("kubelet"), dest / "kubelet")
-        say(f"kubelet {release} at {dest / 'kubelet'}")
-        placed.append(dest / "kubelet")
-    return placed
-
-
-def _healthy(st: LabStatus) -> bool:
-    return st.up and st.ready and all(c.healthy for c in st.components)
-
-
-#: what a lab state from before releases were recorded ran
-UNRECORDED_RELEASE = Release(1, 34, 4)
-
-
-def kept_release(paths: Paths) -> Release | None:
-    """The release of the kept lab state (None: no state, a fresh lab)."""
-    state = LabState.load(paths)
-    if state is None:
-        return None
-    return (
-        parse_release(state.kubernetes, str(paths.state_file))
-        if state.kubernetes
-        else (UNRECORDED_RELEASE)
-    )
-
-
-def choose_release(paths: Paths, wanted: Release | None, running: bool, say: Say) -> Release:
-    """The release this `up` runs, decided before anything is built or touched.
-
-    No --kubernetes: the kept lab's release (never a silent upgrade), else the default. A
-    running lab changes release only through `down`. A kept (stopped) lab moves to a newer
-    release with its state (the new API server reads the older etcd data; each node's kubelet
-    config is kept as it is, since an experiment's journaled change may be in it); to an older
-    minor only from a fresh state directory (`down --purge`): an older API server may not read
-    what a newer one stored."""
-    kept = kept_release(paths)
-    target = wanted or kept or DEFAULT_RELEASE
-    if kept is None or kept == target:
-        return target
-    if running:
-        raise UserError(
-            f"the lab is up at {kept}; it cannot change to {target} while it runs",
-            "--kubernetes",
-            f"run `abtest lab down`, then `abtest lab up --kubernetes {target}`",
-        )
-    if (target.major, target.minor) < (kept.major, kept.minor):
-        raise UserError(
-            f"the kept lab state was written by {kept}; {target} is an older minor, and an "
-            "older API server may not read what a newer one stored in etcd",
-            "--kubernetes",
-            f"run `abtest lab down --purge` (deletes {paths.root}: etcd data, certificates, "
-            f"kubelet configs) and then `abtest lab up --kubernetes {target}`",
-        )
-    say(
-        f"moving the kept lab from {kept} to {target}: etcd data kept (the {target} API "
-        "server reads it), each node's kubelet config kept as it is, extra kubelet releases "
-        f"in {paths.kubelets} kept; `abtest lab down --purge` first for a fresh lab"
-    )
-    return target
 
 
 def up(
@@ -313,7 +105,7 @@ def up(
     for d in paths.all_dirs():
         make_dir(d)
     for name in bins.names:
-        _install_binary(bins.path(name), paths.bin / name)
+        install_binary(bins.path(name), paths.bin / name)
 
     state = LabState.load(paths) or LabState()
     state.kubernetes = release.version
@@ -350,19 +142,19 @@ def up(
         state.ip_forward_before = before
     state.save(paths)
     try:
-        _prepare(paths, ports, fresh, want)
+        control_plane.prepare(paths, ports, fresh, want)
         for node in want:
             for note in components.kept_config_notes(node):
                 say("  note: " + note)
         for name in components.ORDER:
-            _start_component(name, paths, ports, say)
+            control_plane.start_component(name, paths, ports, say)
             if name == "etcd":
-                _advertise_etcd_peer(paths, ports, say)
+                control_plane.advertise_etcd_peer(paths, ports, say)
             if name == "containerd":
                 images.import_images(paths)
                 say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))
             if name == "kube-apiserver":
-                _apply_rbac(paths)
+                control_plane.apply_rbac(paths)
                 _delete_stale_node_objects(paths, ports, nodes, say)
                 runtimes.ensure_runtime_classes(paths, ports, say)
         for node in want[1:]:
@@ -474,125 +266,8 @@ def _resize(paths: Paths, count: int, say: Say) -> None:
     _say_up(want, paths, say)
 
 
-def _install_binary(src: Path, dst: Path) -> None:
-    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
-        src.stat().st_size,
-        src.stat().st_mtime,
-    ):
-        return
-    tmp = dst.with_suffix(".tmp")
-    shutil.copy2(src, tmp)
-    tmp.replace(dst)
-
-
-def _prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) -> None:
-    _etcd_pki(paths)
-    ca = pki.ensure_ca(paths.pki)
-    d = paths.pki
-    pki.issue(
-        ca,
-        d,
-        "apiserver",
-        "kube-apiserver",
-        server=True,
-        dns=("kubernetes", "kubernetes.default", "localhost"),
-        ips=("127.0.0.1", layout.API_SERVICE_IP),
-    )
-    pki.issue(
-        ca,
-        d,
-        "apiserver-kubelet-client",
-        "kube-apiserver-kubelet-client",
-        org="system:masters",
-        client=True,
-    )
-    pki.issue(ca, d, "admin", "abtest-admin", org="system:masters", client=True)
-    pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
-    pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
-    pki.issue(ca, d, "kubelet", f"system:node:{layout.NODE_NAME}", org="system:nodes", client=True)
-    pki.ensure_service_account_key(d)
-    server = f"https://127.0.0.1:{ports['apiserver']}"
-    for user, cert in (
-        ("admin", "admin"),
-        ("scheduler", "scheduler"),
-        ("controller-manager", "controller-manager"),
-        ("kubelet", "kubelet"),
-    ):
-        pki.write_kubeconfig(
-            paths.root / f"{user}.kubeconfig",
-            server,
-            ca,
-            pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"),
-            user,
-        )
-    for node in want:
-        lab_nodes.prepare(node, ports, fresh, ca)
-    host.add_hosts_entry(nodes=want)
-    sshd.ensure_user(paths)
-    sshd.ensure_keys(paths)
-    sshd.write_configs(paths, ports["sshd"])
-    sshd.open_door(paths)
-
-
-def _etcd_pki(paths: Paths) -> None:
-    """etcd's own CA: it signs etcd's serving and peer certs and the API server's etcd
-    client cert, nothing else, so etcd accepts no other lab certificate. The serving cert
-    is a client cert too: etcd's HTTP gateway (/v3/...) dials etcd's own gRPC port with it."""
-    ca = pki.ensure_ca(paths.etcd_pki, cn="abtest-lab-etcd-ca")
-    for name, cn in (("server", "abtest-lab-etcd"), ("peer", "abtest-lab-etcd-peer")):
-        pki.issue(
-            ca,
-            paths.etcd_pki,
-            name,
-            cn,
-            server=True,
-            client=True,
-            dns=("localhost",),
-            ips=("127.0.0.1",),
-        )
-    pki.issue(ca, paths.pki, "apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
-
-
-def _advertise_etcd_peer(paths: Paths, ports: dict[str, int], say: Say) -> None:
-    """etcd keeps its member's peer URL in its data, from the first start. Data from an
-    older lab (plain-HTTP etcd) or an earlier peer port still says so; the single member
-    needs no peer, so etcd starts anyway, but the record is corrected to what it serves."""
-    want = f"https://127.0.0.1:{ports['etcd_peer']}"
-    members = components.etcd_post(paths, ports, "/v3/cluster/member/list", {})
-    for member in members.get("members", []):
-        if member.get("peerURLs") != [want]:
-            components.etcd_post(
-                paths,
-                ports,
-                "/v3/cluster/member/update",
-                {"ID": member["ID"], "peerURLs": [want]},
-            )
-            say(f"  etcd member {member.get('name')}: peer URL {member.get('peerURLs')} -> {want}")
-
-
-def _start_component(name: str, paths: Paths, ports: dict[str, int], say: Say) -> None:
-    log = paths.logs / f"{name}.log"
-    t0 = time.monotonic()
-    if name == "kubelet":
-        subprocess.run([str(paths.bin / "kubelet-service"), "start"], check=True)
-    else:
-        spec = components.argv_for(name, paths, ports)
-        start(name, spec.argv, log, paths.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
-    wait_until(
-        name,
-        lambda: components.healthy(name, paths, ports),
-        START_TIMEOUT.get(name, 60.0),
-        # No cmdline check here: right after fork the child may not have exec'd yet.
-        still_running=lambda: alive(read_pid(paths.pids, name)),
-        log=log,
-    )
-    say(f"  {name} healthy in {time.monotonic() - t0:.1f} s")
-
-
-def _apply_rbac(paths: Paths) -> None:
-    """Let the API server's kubelet client reach the kubelet API (configz, metrics, logs)."""
-    # The kubelet-client cert is in system:masters, which needs no binding: nothing to do.
-    del paths
+def _healthy(st: LabStatus) -> bool:
+    return st.up and st.ready and all(c.healthy for c in st.components)
 
 
 def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> None:
@@ -681,11 +356,4 @@ def restart_component(name: str, say: Say = print, paths: Paths | None = None) -
     if state is None or name not in components.ORDER or name == "kubelet":
         raise LabError(f"cannot restart {name!r} (the kubelet restarts through its profile)")
     stop(name, paths.pids, components.EXPECT[name])
-    _start_component(name, paths, state.ports, say)
-
-
-def require_up(paths: Paths | None = None) -> LabStatus:
-    st = status(paths)
-    if not (st.up and st.ready):
-        raise LabError("the lab is not up (run `abtest lab up`)")
-    return st
+    control_plane.start_component(name, paths, state.ports, say)

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -100,3 +101,16 @@ def replace_system_file(path: Path, text: str) -> str:
         fh.flush()
         os.fsync(fh.fileno())
     return "in place"
+
+
+def install_binary(src: Path, dst: Path) -> None:
+    """Copy a binary into place (through a hidden temp file beside it and a rename), unless
+    one of the same size and mtime is there already."""
+    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
+        src.stat().st_size,
+        src.stat().st_mtime,
+    ):
+        return
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copy2(src, tmp)
+    tmp.replace(dst)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from abtest.lab.files import write_file
+
+#: how a lab step says what it does (print, or the CLI's progress line)
+Say = Callable[[str], None]
 
 STATE_DIR = Path("/var/lib/abtest-lab")
 RUN_DIR = Path("/run/abtest-lab")

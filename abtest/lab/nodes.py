@@ -9,17 +9,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from abtest.config import datafiles
 from abtest.errors import LabError, UserError
 from abtest.lab import components, host, images, layout, pki, runtimes
-from abtest.lab.files import PUBLIC_FILE, make_dir, write_file
-from abtest.lab.layout import Node, Paths
+from abtest.lab.files import PUBLIC_FILE, install_binary, make_dir, write_file
+from abtest.lab.layout import Node, Paths, Say
 from abtest.lab.processes import alive, read_pid, start, stop, wait_until
 
-Say = Callable[[str], None]
 START_TIMEOUT = {"kubelet": 120.0}
 # Preferred ports of node i: node 1's plus 100 x (i - 1), so 10350/10348 for node 2.
 PORT_STEP = 100
@@ -95,15 +93,7 @@ def prepare(node: Node, ports: dict[str, int], fresh: bool, ca: pki.CertPair) ->
 
 def _install_own_kubelet(node: Node) -> None:
     """Node i's own copy of the kubelet binary (same size and mtime: left alone)."""
-    src, dst = node.paths.bin / "kubelet", node.bin / "kubelet"
-    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
-        src.stat().st_size,
-        src.stat().st_mtime,
-    ):
-        return
-    tmp = dst.with_name(".kubelet.tmp")
-    shutil.copy2(src, tmp)
-    tmp.replace(dst)
+    install_binary(node.paths.bin / "kubelet", node.bin / "kubelet")
 
 
 def profile_text(node: Node) -> str:

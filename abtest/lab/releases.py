@@ -2,7 +2,7 @@
 
 A release is named as upstream tags it (``v1.36.3``); :func:`abtest.config.domain.parse_release`
 checks the name and the lab's minimum, :func:`served` asks the proxy before anything is
-built.
+built. :func:`choose_release` decides which release an `up` runs, from the kept lab state's.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import os
 import shutil
 import subprocess
 
-from abtest.config.domain import Release
+from abtest.config.domain import Release, parse_release
+from abtest.errors import UserError
+from abtest.lab.layout import LabState, Paths, Say
 
 #: the newest release where PLEGOnDemandRelist (upstream since v1.36, GA and locked on in
 #: v1.37) can be switched both ways: the lab's default
@@ -42,3 +44,54 @@ def served(release: Release) -> str | None:
         return None
     last = " ".join((done.stderr.strip().splitlines() or ["(no output)"])[-1].split())
     return f"the Go module proxy does not serve k8s.io/kubernetes@{release.version}: {last}"
+
+
+#: what a lab state from before releases were recorded ran
+UNRECORDED_RELEASE = Release(1, 34, 4)
+
+
+def kept_release(paths: Paths) -> Release | None:
+    """The release of the kept lab state (None: no state, a fresh lab)."""
+    state = LabState.load(paths)
+    if state is None:
+        return None
+    return (
+        parse_release(state.kubernetes, str(paths.state_file))
+        if state.kubernetes
+        else (UNRECORDED_RELEASE)
+    )
+
+
+def choose_release(paths: Paths, wanted: Release | None, running: bool, say: Say) -> Release:
+    """The release this `up` runs, decided before anything is built or touched.
+
+    No --kubernetes: the kept lab's release (never a silent upgrade), else the default. A
+    running lab changes release only through `down`. A kept (stopped) lab moves to a newer
+    release with its state (the new API server reads the older etcd data; each node's kubelet
+    config is kept as it is, since an experiment's journaled change may be in it); to an older
+    minor only from a fresh state directory (`down --purge`): an older API server may not read
+    what a newer one stored."""
+    kept = kept_release(paths)
+    target = wanted or kept or DEFAULT_RELEASE
+    if kept is None or kept == target:
+        return target
+    if running:
+        raise UserError(
+            f"the lab is up at {kept}; it cannot change to {target} while it runs",
+            "--kubernetes",
+            f"run `abtest lab down`, then `abtest lab up --kubernetes {target}`",
+        )
+    if (target.major, target.minor) < (kept.major, kept.minor):
+        raise UserError(
+            f"the kept lab state was written by {kept}; {target} is an older minor, and an "
+            "older API server may not read what a newer one stored in etcd",
+            "--kubernetes",
+            f"run `abtest lab down --purge` (deletes {paths.root}: etcd data, certificates, "
+            f"kubelet configs) and then `abtest lab up --kubernetes {target}`",
+        )
+    say(
+        f"moving the kept lab from {kept} to {target}: etcd data kept (the {target} API "
+        "server reads it), each node's kubelet config kept as it is, extra kubelet releases "
+        f"in {paths.kubelets} kept; `abtest lab down --purge` first for a fresh lab"
+    )
+    return target

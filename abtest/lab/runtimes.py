@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.error
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from abtest.errors import LabError
 from abtest.lab import components
-from abtest.lab.layout import Node, Paths
+from abtest.lab.layout import Node, Paths, Say
 
-Say = Callable[[str], None]
 RUNTIME_CLASS_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 MANAGED_BY = "abtest-lab"
 CRICTL_TIMEOUT = "10s"

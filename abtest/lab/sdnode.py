@@ -18,19 +18,17 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from abtest.config import datafiles
 from abtest.errors import LabError
-from abtest.lab import components, host, layout, pki, sdnode_image
+from abtest.lab import components, host, layout, pki, sdnode_image, sshd
 from abtest.lab import sdnode_files as sf
-from abtest.lab.files import PRIVATE_FILE, PUBLIC_FILE, make_dir, write_file
-from abtest.lab.layout import Paths
+from abtest.lab.files import PRIVATE_FILE, PUBLIC_FILE, install_binary, make_dir, write_file
+from abtest.lab.layout import Paths, Say
 from abtest.lab.processes import run
 
-Say = Callable[[str], None]
 NAME = "abtest-lab-systemd"
 SSH_USER = sdnode_image.SSH_USER
 NETNS = NAME
@@ -132,15 +130,7 @@ def prepare(node: SystemdNode, ports: dict[str, int], ca: pki.CertPair, say: Say
 
 def _install_kubelet(node: SystemdNode) -> None:
     """The node's own copy at kubeadm's /usr/bin/kubelet (a kubelet_build arm swaps it)."""
-    src, dst = node.paths.bin / "kubelet", node.file("/usr/bin/kubelet")
-    if dst.exists() and (dst.stat().st_size, dst.stat().st_mtime) == (
-        src.stat().st_size,
-        src.stat().st_mtime,
-    ):
-        return
-    tmp = dst.with_name(".kubelet.tmp")
-    shutil.copy2(src, tmp)
-    tmp.replace(dst)
+    install_binary(node.paths.bin / "kubelet", node.file("/usr/bin/kubelet"))
 
 
 def _put(node: SystemdNode, path: str, text: str | bytes, mode: int = PUBLIC_FILE) -> None:
@@ -217,23 +207,7 @@ def _write_kubeadm_files(node: SystemdNode) -> None:
 
 
 def _write_ssh(node: SystemdNode) -> None:
-    for name in ("host_ed25519", "client_ed25519"):
-        key = node.ssh / name
-        if not key.exists():
-            run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    f"{NAME}-{name}",
-                    "-f",
-                    str(key),
-                ]
-            )
+    sshd.ensure_key_pairs(node.ssh, NAME)
     _put(
         node,
         "/etc/ssh/ssh_host_ed25519_key",

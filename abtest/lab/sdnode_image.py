@@ -16,11 +16,11 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from abtest.errors import LabError
 from abtest.lab.binaries import cache_root
+from abtest.lab.layout import Say
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -62,8 +62,6 @@ BUILD_TOOLS = {
     "debootstrap": "/usr/sbin/debootstrap",
     "systemd-container": "/usr/bin/systemd-nspawn",
 }
-
-Say = Callable[[str], None]
 
 
 def image_key() -> str:

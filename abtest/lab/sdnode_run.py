@@ -21,7 +21,7 @@ from abtest.errors import LabError
 from abtest.lab import components, host, images, pki
 from abtest.lab import sdnode_files as sf
 from abtest.lab.files import replace_system_file
-from abtest.lab.layout import LabState, Paths
+from abtest.lab.layout import LabState, Paths, Say
 from abtest.lab.processes import alive, read_pid, run, start, stop, wait_until
 from abtest.lab.sdnode import (
     CGROUP,
@@ -37,7 +37,6 @@ from abtest.lab.sdnode import (
     prepare,
 )
 
-Say = Callable[[str], None]
 UNITS = ("containerd", "kubelet", "ssh")
 BOOT_TIMEOUT_S = 120.0
 READY_TIMEOUT_S = 120.0

@@ -122,25 +122,19 @@ def _end_sessions(uid: int) -> list[str]:
     ]
 
 
+def ensure_key_pairs(directory: Path, comment: str) -> None:
+    """The host and client ed25519 key pairs in ``directory`` (``host_ed25519``,
+    ``client_ed25519`` and their .pub), made once, commented ``COMMENT-NAME``."""
+    for name in ("host_ed25519", "client_ed25519"):
+        key = directory / name
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{comment}-{name}",
+                 "-f", str(key)])  # fmt: skip
+
+
 def ensure_keys(paths: layout.Paths) -> None:
     ssh = paths.ssh
-    for name in ("host_ed25519", "client_ed25519"):
-        key = ssh / name
-        if not key.exists():
-            run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    f"abtest-lab-{name}",
-                    "-f",
-                    str(key),
-                ]
-            )
+    ensure_key_pairs(ssh, "abtest-lab")
     write_file(ssh / "authorized_keys", (ssh / "client_ed25519.pub").read_text(), PUBLIC_FILE)
 
 

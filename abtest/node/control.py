@@ -100,9 +100,11 @@ class NodeController:
         progress: Progress | None = None,
         session: NodeSession | None = None,
         cluster: Cluster | None = None,
+        run_id: str | None = None,
     ) -> None:
         """``session`` and ``cluster``: the node and the API server to use (built from the
-        profile when None; a test passes a scripted fake node, abtest.testing.FakeHost)."""
+        profile when None; a test passes a scripted fake node, abtest.testing.FakeHost).
+        ``run_id``: the run whose changes these are, recorded in the journal (None: none's)."""
         self.profile = profile
         self.timeout = float(timeout or profile.health_timeout_s)
         self.break_lock = break_lock
@@ -111,7 +113,7 @@ class NodeController:
         self.ssh = self.session.ssh
         self.sudo = profile.sudo
         self.cluster = cluster or connect(profile.kubeconfig, context=profile.kube_context)
-        self.journal = Journal(store)
+        self.journal = Journal(store, run_id=run_id)
         self.lock = NodeLock(self.ssh, profile.lock_path, sudo=profile.sudo)
         self.guard = SignalGuard()
         self._config_path: str | None = None

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from abtest.stats.contrast import NO_VARIATION, TOO_SMALL
+from abtest.errors import NO_VARIATION, TOO_SMALL
 
 DASH = "\u2013"  # en dash: no value
 

@@ -11,7 +11,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from abtest.stats.contrast import NO_VARIATION
+from abtest.errors import NO_VARIATION
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats import Decision

@@ -21,15 +21,12 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from abtest.errors import UserError
+from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.frame import ARM, BLOCK, SIZE, has_blocks
 from abtest.stats.intervals import TIntervals, no_variation, one_sample_t, welch_contrast
 
 Scale = Literal["raw", "log"]
 Method = Literal["paired", "welch", "none"]
-
-TOO_SMALL = "n too small for an interval"
-NO_VARIATION = "no variation between rounds (no interval)"
 
 
 @dataclass(frozen=True)

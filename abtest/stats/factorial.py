@@ -28,8 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from abtest.errors import UserError
-from abtest.stats.contrast import NO_VARIATION
+from abtest.errors import NO_VARIATION, UserError
 from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
 from abtest.stats.intervals import (
     FloatArray,

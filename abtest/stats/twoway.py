@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from abtest.errors import UserError
+from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.compare import Comparison, compare_pair
-from abtest.stats.contrast import NO_VARIATION, TOO_SMALL, estimate_contrast
+from abtest.stats.contrast import estimate_contrast
 from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
 from abtest.stats.intervals import (
     check_confidence,

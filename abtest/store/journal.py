@@ -1,8 +1,9 @@
 """The node journal: what was changed on which node, and the original bytes to put back.
 
-One row per change (table ``node_journal``). A row is *pending* while the node may differ
-from its original (states ``applying``, ``applied``, ``failed``, ``changed``); ``restored``
-and ``abandoned`` close it.
+One row per change (table ``node_journal``), with the run that made it when a run did
+(``Journal(store, run_id=...)``; None for `abtest node` commands and rows from before schema
+v4). A row is *pending* while the node may differ from its original (states ``applying``,
+``applied``, ``failed``, ``changed``); ``restored`` and ``abandoned`` close it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class JournalEntry:
     detail: str | None
     created_at: str
     updated_at: str
+    run_id: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -50,10 +52,12 @@ class JournalEntry:
 
 
 class Journal:
-    """Journal operations over a :class:`~abtest.store.db.Store`."""
+    """Journal operations over a :class:`~abtest.store.db.Store`; every change it begins is
+    recorded as ``run_id``'s (None: no run's)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, run_id: str | None = None) -> None:
         self.store = store
+        self.run_id = run_id
 
     def begin(
         self,
@@ -83,6 +87,7 @@ class Journal:
                 "detail": None,
                 "created_at": now,
                 "updated_at": now,
+                "run_id": self.run_id,
             },
         )
         return self.get(entry_id)
@@ -149,4 +154,5 @@ def _entry(row: sqlite3.Row) -> JournalEntry:
         detail=row["detail"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        run_id=row["run_id"],
     )

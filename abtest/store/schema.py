@@ -158,6 +158,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE events ADD COLUMN type TEXT;
     """,
+    # v3 -> v4: the run that made each journaled change, so a run's base config is found by
+    # its id (abtest.store.series.base_config); NULL for a change no run made (`abtest node
+    # apply`) and for rows stored before v4, which are found by the run's time window.
+    """
+    ALTER TABLE node_journal ADD COLUMN run_id TEXT;
+    CREATE INDEX journal_run ON node_journal(run_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

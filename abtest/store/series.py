@@ -67,19 +67,28 @@ def pool_facts(store: Store, run_id: str, nodes: Sequence[str], arm: str) -> dic
 
 def base_config(store: Store, run_id: str, node: str) -> bytes | None:
     """The node's kubelet config as the run found it (the journal keeps the original bytes
-    of every change it made), or None when the run changed no config there."""
-    run = store.query("SELECT created_at, finished_at FROM runs WHERE id = ?", (run_id,))
-    if not run:
-        return None
-    started, finished = run[0]
-    # a running run has no end; the clause is left out (PostgreSQL cannot type a bare NULL
-    # parameter in `? IS NULL`)
-    until = "" if finished is None else " AND created_at <= ?"
+    of every change it made), or None when the run changed no config there.
+
+    The run's first config change on the node, by its run id; a run stored before the journal
+    had one (schema v4) is found by its time window, over rows that name no run."""
     rows = store.query(
         "SELECT original FROM node_journal WHERE node_name = ? AND kind = 'config' "
-        f"AND created_at >= ?{until} ORDER BY id LIMIT 1",
-        (node, started) if finished is None else (node, started, finished),
+        "AND run_id = ? ORDER BY id LIMIT 1",
+        (node, run_id),
     )
+    if not rows:
+        run = store.query("SELECT created_at, finished_at FROM runs WHERE id = ?", (run_id,))
+        if not run:
+            return None
+        started, finished = run[0]
+        # a running run has no end; the clause is left out (PostgreSQL cannot type a bare
+        # NULL parameter in `? IS NULL`)
+        until = "" if finished is None else " AND created_at <= ?"
+        rows = store.query(
+            "SELECT original FROM node_journal WHERE node_name = ? AND kind = 'config' "
+            f"AND run_id IS NULL AND created_at >= ?{until} ORDER BY id LIMIT 1",
+            (node, started) if finished is None else (node, started, finished),
+        )
     return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
 
 

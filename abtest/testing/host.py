@@ -363,4 +363,6 @@ class HostKit(FakeKit):
 
     def controller(self, profile: NodeProfile, store: Store, **kw: Any) -> NodeController:
         assert profile.node_name == self.host.name
-        return self.host.controller(store, progress=kw["progress"], break_lock=kw["break_lock"])
+        return self.host.controller(
+            store, progress=kw["progress"], break_lock=kw["break_lock"], run_id=kw.get("run_id")
+        )

@@ -34,7 +34,7 @@ from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.batch.spec import RoundSpec
 from abtest.config.domain import Release, Scalar, release_of
 from abtest.config.playbook import Generator, NodeProfile
-from abtest.engine.nodekit import NodeControl
+from abtest.engine.nodekit import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
@@ -276,8 +276,8 @@ class FakeKit:
     def environment(self, profile: NodeProfile) -> dict[str, Any]:
         return {"node": {"node_name": profile.node_name, "fake": True}}
 
-    def preflight(self, profile: NodeProfile, cluster: Any, **_: Any) -> list[str]:
-        node = self.nodes[profile.node_name]
+    def preflight(self, cluster: Any, spec: PreflightSpec, store: Any) -> list[str]:
+        node = self.nodes[spec.profile.node_name]
         node.record("preflight")
         return node.preflight_problems
 

@@ -1,5 +1,10 @@
 """The wheel carries the data: a plain `pip install .` in a clean venv outside the repository
-finds the shipped catalogs, playbooks and templates from any directory."""
+finds the shipped catalogs, playbooks and templates from any directory.
+
+The clean-venv install is marked ``lab``: it needs no cluster, but it builds and installs the
+package with every dependency into a new venv (about 250 s here, most of the fast tier's time),
+so it runs with the full tier (``scripts/test``, CI) and ``scripts/test --unit`` deselects it.
+The check that every package is listed in pyproject stays in the fast tier."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ def test_every_package_is_listed_in_pyproject() -> None:
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+@pytest.mark.lab  # slow, not lab-bound: the full tier runs it (see the module docstring)
 @pytest.mark.timeout(900)
 def test_pip_install_into_clean_venv_works_from_another_directory(tmp_path: Path) -> None:
     venv = tmp_path / "venv"

@@ -17,9 +17,9 @@ from kubernetes import client, config
 from abtest.errors import LabError
 from abtest.lab import host, layout, sshd
 from abtest.lab.binaries import CONTAINERD_VERSION
-from abtest.lab.control import status
 from abtest.lab.layout import LabState
 from abtest.lab.processes import free_port, start, wait_until
+from abtest.lab.status import status
 
 pytestmark = pytest.mark.lab
 

@@ -23,7 +23,8 @@ from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.cluster import pods as pods_mod
 from abtest.config.plan_options import PlanOptions
-from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.node_sweep import NodeSweep
+from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import build_plan
 from abtest.errors import UserError
 from abtest.node.session import only_removal_races
@@ -277,7 +278,7 @@ def test_a_v1_database_migrates_and_keeps_its_rounds(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     with Store(path) as store:
-        assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 3
+        assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION == 4
         row = store.rounds_frame("r1").iloc[0]
         assert row["cleanup_s"] == 3.5
         assert row["gap_before_s"] is None or row["gap_before_s"] != row["gap_before_s"]

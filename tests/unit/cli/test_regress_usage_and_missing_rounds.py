@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from abtest.engine.gate_rounds import rounds_of_two_runs
-from abtest.errors import UserError
+from abtest.errors import NO_VARIATION, UserError
 from abtest.report.verdict import describe, markdown_summary
 from abtest.stats import regression_decision
-from abtest.stats.contrast import NO_VARIATION
 from abtest.stats.gate import GateResult
 from abtest.store.db import Store
 

@@ -22,8 +22,9 @@ import scipy.stats as sps
 from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.fleet import check_fleet, same_node
-from abtest.engine.sweep import SweepOptions, done_keys, run_sweep
+from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
+from abtest.engine.sweep_run import done_keys
 from abtest.errors import ApplyFailed, NodeError, UserError
 from abtest.stats import fleet
 from abtest.stats.fleet import (

@@ -16,7 +16,9 @@ from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
+from abtest.store.series import base_config
 from abtest.testing import FakeHost, FakeNode, HostKit, fake_profiles
+from abtest.testing.host import CONFIG
 
 
 def _sweep(
@@ -83,4 +85,15 @@ def test_an_arm_whose_setting_does_not_take_effect_is_rolled_back_and_skipped(
     assert len(skipped) == 2 and all(v["applied"] == 0 and v["error"] for v in skipped)
     ran = {k for k, _ in events}
     assert "arm_failed" in ran
+    host.verify()
+
+
+def test_the_sweep_journals_its_changes_under_its_run_id(tmp_path: Path, store: Store) -> None:
+    """The controller a sweep is given names the run in every journal entry it writes, so
+    the run's base config is found by its id (abtest history's "what changed")."""
+    host = FakeHost(tmp_path / "node")
+    result, _, _ = _sweep(tmp_path, store, host)
+    entries = Journal(store).history(host.name)
+    assert entries and all(e.run_id == result.run_id for e in entries)
+    assert base_config(store, result.run_id, host.name) == CONFIG
     host.verify()

@@ -13,16 +13,11 @@ import pytest
 from abtest.batch.run_record import new_run
 from abtest.cli.sweep_progress import summary_rows
 from abtest.config.plan_options import PlanOptions
+from abtest.engine.node_sweep import NodeSweep
 from abtest.engine.schedule import RoundKey, remaining
-from abtest.engine.sweep import (
-    NodeSweep,
-    SweepOptions,
-    done_keys,
-    failed_arms,
-    resume_plan_check,
-    run_sweep,
-)
+from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
+from abtest.engine.sweep_run import done_keys, failed_arms, resume_plan_check
 from abtest.errors import ApplyFailed, UserError
 from abtest.store.db import Store
 from abtest.testing import FakeKit, FakeNode, fake_profiles

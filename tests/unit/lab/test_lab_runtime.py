@@ -16,9 +16,9 @@ import pytest
 
 from abtest.errors import LabError
 from abtest.lab import components, files, host, runtimes
-from abtest.lab.control import LabStatus
 from abtest.lab.layout import Node, Paths
 from abtest.lab.nodes import NodeStatus
+from abtest.lab.status import LabStatus
 
 CRI = "io.containerd.grpc.v1.cri"
 

@@ -20,10 +20,11 @@ from abtest.config.domain import Release, parse_release, release_of, skew_proble
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import load_profile
 from abtest.engine.design import build_arms
-from abtest.engine.sweep import NodeSweep, SweepOptions
+from abtest.engine.node_sweep import NodeSweep
+from abtest.engine.sweep import SweepOptions
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.errors import UserError
-from abtest.lab import control
+from abtest.lab import releases
 from abtest.lab.layout import LabState, Paths
 from abtest.lab.releases import DEFAULT_RELEASE
 from abtest.node.kubelet_build import _GATE_LINE, KubeletBuild, arm_problems, build_path
@@ -200,19 +201,19 @@ def test_each_arm_is_checked_against_its_own_binary(tmp_path: Path) -> None:
 def test_a_kept_lab_moves_up_with_its_state_and_never_down(tmp_path: Path) -> None:
     paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
     said: list[str] = []
-    assert control.choose_release(paths, None, False, said.append) == DEFAULT_RELEASE  # fresh
+    assert releases.choose_release(paths, None, False, said.append) == DEFAULT_RELEASE  # fresh
     paths.root.mkdir()
     LabState().save(paths)  # a state from before releases were recorded: v1.34.4
-    assert control.choose_release(paths, None, False, said.append) == Release(1, 34, 4)
+    assert releases.choose_release(paths, None, False, said.append) == Release(1, 34, 4)
     assert not said  # no flag: the kept lab's release, said nothing, changed nothing
-    assert control.choose_release(paths, DEFAULT_RELEASE, False, said.append) == DEFAULT_RELEASE
+    assert releases.choose_release(paths, DEFAULT_RELEASE, False, said.append) == DEFAULT_RELEASE
     assert "moving the kept lab from v1.34.4 to v1.36.3" in said[0] and "etcd data kept" in said[0]
     with pytest.raises(UserError, match="while it runs") as running:
-        control.choose_release(paths, DEFAULT_RELEASE, True, said.append)
+        releases.choose_release(paths, DEFAULT_RELEASE, True, said.append)
     assert "abtest lab down" in str(running.value)
     LabState(kubernetes="v1.36.3").save(paths)
     with pytest.raises(UserError, match="older minor") as older:
-        control.choose_release(paths, Release(1, 34, 4), False, said.append)
+        releases.choose_release(paths, Release(1, 34, 4), False, said.append)
     assert "abtest lab down --purge" in str(older.value)
 
 

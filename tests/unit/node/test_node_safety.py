@@ -284,7 +284,8 @@ def test_regress_says_why_an_arm_could_not_be_applied(monkeypatch: pytest.Monkey
     """A candidate binary the kubelet will not start: the sweep records "arm failed" (the
     node rolled back, the run finished), and the gate is "could not measure", saying why."""
     from abtest.engine import gate_live as regress_live
-    from abtest.engine.sweep import NodeOutcome, SweepResult
+    from abtest.engine.node_sweep import NodeOutcome
+    from abtest.engine.sweep import SweepResult
 
     why = (
         "healthz: the kubelet is not running; rolled back to the original config and kubelet "

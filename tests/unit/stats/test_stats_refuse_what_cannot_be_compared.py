@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from abtest.errors import UserError
+from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats import compare, compare_pair, regression_decision
-from abtest.stats.contrast import NO_VARIATION, TOO_SMALL
 
 BLOCKS = np.array([4.0, 4.37, 3.91, 4.13, 4.61, 3.77])
 

@@ -18,14 +18,17 @@ import pytest
 from pg_server import PgServer
 from typer.testing import CliRunner
 
+from abtest.batch.run_record import new_run
 from abtest.cli.main import app
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import build_plan
 from abtest.errors import StoreConnectionLost, UserError
-from abtest.store.db import Store
+from abtest.store.db import Store, _statements
 from abtest.store.journal import RESTORED, Journal
-from abtest.store.schema import SCHEMA_VERSION
+from abtest.store.pg import PgConnection, pg_ddl
+from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
+from abtest.store.series import base_config
 from abtest.store.transfer import comparable, export_runs, import_runs
 from abtest.testing import FakeHost, FakeKit, FakeNode, HostKit, fake_profiles
 
@@ -64,6 +67,40 @@ def test_a_schema_newer_than_the_tool_is_refused(pg_url: str) -> None:
         pg.conn.set_schema_version(SCHEMA_VERSION + 1)
     with pytest.raises(UserError, match=f"schema v{SCHEMA_VERSION + 1}"):
         Store(pg_url)
+
+
+def test_a_v3_database_migrates_and_its_journal_names_runs_from_then_on(pg_url: str) -> None:
+    """The journal's run id (v4) on PostgreSQL: a v3 database migrates keeping its journal
+    (found by the run's time window), and a new run's base config is found by its id."""
+    conn = PgConnection(pg_url)
+    with conn.transaction():
+        for statement in _statements("".join(MIGRATIONS[:3])):
+            conn.execute(pg_ddl(statement))
+        assert conn.schema_version() == 0  # a fresh database (and the version's table)
+        conn.set_schema_version(3)
+        conn.execute(
+            "INSERT INTO runs (id, kind, created_at, finished_at, status) VALUES (?, 'sweep', "
+            "'2025-01-01T00:00:00.000+00:00', '2025-01-01T01:00:00.000+00:00', 'finished')",
+            ("r1",),
+        )
+        conn.execute(
+            "INSERT INTO node_journal (node_name, profile_name, kind, path, original, "
+            "original_sha256, applied_json, state, created_at, updated_at) VALUES "
+            "('n1', 'p', 'config', '/c', ?, 'x', '{}', 'restored', ?, ?)",
+            (b"found by r1\n", "2025-01-01T00:10:00.000+00:00", "2025-01-01T00:50:00"),
+        )
+    conn.close()
+    with Store(pg_url) as pg:
+        assert pg._version() == SCHEMA_VERSION == 4
+        [old] = Journal(pg).history("n1")
+        assert old.run_id is None and base_config(pg, "r1", "n1") == b"found by r1\n"
+        first, second = new_run(pg, "sweep", node_name="n1"), new_run(pg, "sweep", node_name="n1")
+        for run_id in (first, second):
+            Journal(pg, run_id=run_id).begin(
+                node_name="n1", profile_name="p", path="/c", original=run_id.encode(), applied={}
+            )
+        assert base_config(pg, second, "n1") == second.encode()  # not the first's, in its window
+        assert base_config(pg, first, "n1") == first.encode()
 
 
 def _sweep_plan(node: FakeNode, rounds: int = 2) -> Any:

@@ -1,0 +1,126 @@
+"""The lab's control plane: its certificates and kubeconfigs, etcd's own PKI and peer URL, and
+starting one component and waiting until it is healthy."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from abtest.lab import components, host, layout, pki, sshd
+from abtest.lab import nodes as lab_nodes
+from abtest.lab.layout import Node, Paths, Say
+from abtest.lab.processes import alive, read_pid, start, wait_until
+
+START_TIMEOUT = {"kube-apiserver": 120.0, "kubelet": 120.0}
+
+
+def prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) -> None:
+    """Every certificate and kubeconfig of the control plane and the nodes in `want`, the
+    /etc/hosts line, and the sshd (user, keys, config) the profiles reach the nodes by."""
+    _etcd_pki(paths)
+    ca = pki.ensure_ca(paths.pki)
+    d = paths.pki
+    pki.issue(
+        ca,
+        d,
+        "apiserver",
+        "kube-apiserver",
+        server=True,
+        dns=("kubernetes", "kubernetes.default", "localhost"),
+        ips=("127.0.0.1", layout.API_SERVICE_IP),
+    )
+    pki.issue(
+        ca,
+        d,
+        "apiserver-kubelet-client",
+        "kube-apiserver-kubelet-client",
+        org="system:masters",
+        client=True,
+    )
+    pki.issue(ca, d, "admin", "abtest-admin", org="system:masters", client=True)
+    pki.issue(ca, d, "scheduler", "system:kube-scheduler", client=True)
+    pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
+    pki.issue(ca, d, "kubelet", f"system:node:{layout.NODE_NAME}", org="system:nodes", client=True)
+    pki.ensure_service_account_key(d)
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    for user, cert in (
+        ("admin", "admin"),
+        ("scheduler", "scheduler"),
+        ("controller-manager", "controller-manager"),
+        ("kubelet", "kubelet"),
+    ):
+        pki.write_kubeconfig(
+            paths.root / f"{user}.kubeconfig",
+            server,
+            ca,
+            pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"),
+            user,
+        )
+    for node in want:
+        lab_nodes.prepare(node, ports, fresh, ca)
+    host.add_hosts_entry(nodes=want)
+    sshd.ensure_user(paths)
+    sshd.ensure_keys(paths)
+    sshd.write_configs(paths, ports["sshd"])
+    sshd.open_door(paths)
+
+
+def _etcd_pki(paths: Paths) -> None:
+    """etcd's own CA: it signs etcd's serving and peer certs and the API server's etcd
+    client cert, nothing else, so etcd accepts no other lab certificate. The serving cert
+    is a client cert too: etcd's HTTP gateway (/v3/...) dials etcd's own gRPC port with it."""
+    ca = pki.ensure_ca(paths.etcd_pki, cn="abtest-lab-etcd-ca")
+    for name, cn in (("server", "abtest-lab-etcd"), ("peer", "abtest-lab-etcd-peer")):
+        pki.issue(
+            ca,
+            paths.etcd_pki,
+            name,
+            cn,
+            server=True,
+            client=True,
+            dns=("localhost",),
+            ips=("127.0.0.1",),
+        )
+    pki.issue(ca, paths.pki, "apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
+
+
+def advertise_etcd_peer(paths: Paths, ports: dict[str, int], say: Say) -> None:
+    """etcd keeps its member's peer URL in its data, from the first start. Data from an
+    older lab (plain-HTTP etcd) or an earlier peer port still says so; the single member
+    needs no peer, so etcd starts anyway, but the record is corrected to what it serves."""
+    want = f"https://127.0.0.1:{ports['etcd_peer']}"
+    members = components.etcd_post(paths, ports, "/v3/cluster/member/list", {})
+    for member in members.get("members", []):
+        if member.get("peerURLs") != [want]:
+            components.etcd_post(
+                paths,
+                ports,
+                "/v3/cluster/member/update",
+                {"ID": member["ID"], "peerURLs": [want]},
+            )
+            say(f"  etcd member {member.get('name')}: peer URL {member.get('peerURLs')} -> {want}")
+
+
+def start_component(name: str, paths: Paths, ports: dict[str, int], say: Say) -> None:
+    log = paths.logs / f"{name}.log"
+    t0 = time.monotonic()
+    if name == "kubelet":
+        subprocess.run([str(paths.bin / "kubelet-service"), "start"], check=True)
+    else:
+        spec = components.argv_for(name, paths, ports)
+        start(name, spec.argv, log, paths.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
+    wait_until(
+        name,
+        lambda: components.healthy(name, paths, ports),
+        START_TIMEOUT.get(name, 60.0),
+        # No cmdline check here: right after fork the child may not have exec'd yet.
+        still_running=lambda: alive(read_pid(paths.pids, name)),
+        log=log,
+    )
+    say(f"  {name} healthy in {time.monotonic() - t0:.1f} s")
+
+
+def apply_rbac(paths: Paths) -> None:
+    """Let the API server's kubelet client reach the kubelet API (configz, metrics, logs)."""
+    # The kubelet-client cert is in system:masters, which needs no binding: nothing to do.
+    del paths
