@@ -54,6 +54,13 @@ def lease_renewed(cluster: Cluster, name: str, timeout: float = 10.0) -> float |
 
 
 @api_call
+def node_allocatable(cluster: Cluster, name: str, timeout: float = 10.0) -> dict[str, str]:
+    """The node's allocatable resources as the API server has them (``cpu``, ``memory``, ...)."""
+    node: Any = cluster.core.read_node(name, _request_timeout=timeout)
+    return {str(k): str(v) for k, v in (node.status.allocatable or {}).items()}
+
+
+@api_call
 def node_status(cluster: Cluster, name: str, timeout: float = 10.0) -> NodeStatus:
     node: Any = cluster.core.read_node(name, _request_timeout=timeout)
     status = node.status

@@ -98,6 +98,14 @@ class NodeSweep:
             image=self.plan.playbook.workload.image,
             namespace=self.plan.playbook.namespace,
             accept_new_host_key=self.opts.accept_new_host_key,
+            pods=max(self.plan.schedule.sizes, default=0),
+            # a playbook's own template may request something else: only the shipped one's
+            requests={}
+            if self.plan.playbook.workload.template
+            else {
+                "cpu": self.plan.playbook.workload.cpu_request,
+                "memory": self.plan.playbook.workload.memory_request,
+            },
         )
         problems = self.kit.preflight(cluster, spec, self.store)
         if self.uses_binaries:

@@ -11,7 +11,7 @@ failed arms, signals across worker threads) is tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -23,11 +23,12 @@ from abtest.batch.template import round_selector
 from abtest.cluster.client import Cluster, Forbidden, connect
 from abtest.cluster.environment import server_version
 from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_namespace
-from abtest.cluster.nodes import node_names, node_status
+from abtest.cluster.nodes import node_allocatable, node_names, node_status
 from abtest.cluster.pods import count_pods, list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
+from abtest.engine.round_fit import round_fit_problems
 from abtest.errors import ClusterError, NodeError
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
@@ -57,6 +58,10 @@ class PreflightSpec:
     image: str
     namespace: str
     accept_new_host_key: bool = False
+    #: the largest round's pod count and each pod's requests (``cpu``, ``memory``): checked
+    #: against the node's allocatable (0: not checked)
+    pods: int = 0
+    requests: Mapping[str, str] = field(default_factory=dict)
 
 
 class NodeControl(Protocol):
@@ -199,6 +204,12 @@ class RealNodes:
             leftover = count_pods(cluster, namespace, "")
         if leftover:
             problems.append(f"namespace {namespace}: {leftover} pods already there")
+        if spec.pods:
+            try:
+                allocatable = node_allocatable(cluster, spec.profile.node_name)
+            except ClusterError:
+                allocatable = {}  # a node the API server lacks: the node check says so
+            problems += round_fit_problems(spec.pods, spec.requests, allocatable)
         return problems
 
     def ensure_namespace(self, cluster: Cluster, namespace: str) -> None:

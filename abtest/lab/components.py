@@ -154,8 +154,7 @@ def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None =
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['controller_manager']}",
                 "--leader-elect=false",
-                # root-ca-certificate-publisher: every namespace's kube-root-ca.crt, without
-                # which a pod that mounts its service account token never starts
+                # root-ca-certificate-publisher: kube-root-ca.crt, which token-mounting pods need
                 "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle,"
                 "root-ca-certificate-publisher-controller",
                 f"--service-account-private-key-file={pki / 'sa.key'}",

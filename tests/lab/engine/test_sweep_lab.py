@@ -371,3 +371,26 @@ def test_preflight_refuses_an_unknown_factor_and_changes_nothing(
         assert run["status"] == "failed" and "NoSuchGateForAbtest" in run["stop_reason"]
     cluster = connect(lab_node.profile.kubeconfig)
     assert cluster.core.list_namespace(field_selector=f"metadata.name={namespace}").items == []
+
+
+def test_preflight_refuses_a_round_whose_pods_cannot_all_be_scheduled(
+    lab_node: LabNode, namespace: str, tmp_path: Path
+) -> None:
+    """lab-sweep's pods request 100m each and the lab node has 2 CPUs: a 50-pod round would
+    wait out its timeout with 30 pods Pending (seen on the lab). The pre-flight refuses it,
+    reading the node's allocatable from the real API server, and nothing is changed."""
+    db = lab_node.store.path
+    proc = _abtest(
+        db,
+        "gates", "--playbook", "lab-sweep", "--catalog", "lab", "ContainerCheckpoint",
+        "--rounds", "1", "--sizes", "5,50", "--namespace", namespace, "--db", str(db),
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("abtest:")]
+    assert len(errors) == 1, proc.stderr
+    assert "pre-flight" in errors[0] and "nothing was changed" in errors[0]
+    assert "50 x 100m = 5 CPU" in errors[0] and "at most 20 of them" in errors[0]
+    _assert_node_as_before(lab_node)
+    assert Journal(lab_node.store).history(lab_node.profile.node_name) == []
+    assert lab_node.store.query("SELECT COUNT(*) FROM rounds")[0][0] == 0
