@@ -176,3 +176,26 @@ def test_each_pod_runs_under_its_runtime_class_handler(namespace: str) -> None:
         "on-runc": "runc",
         "no-class": "runc",
     }, seen
+
+
+def test_a_pod_that_mounts_its_service_account_token_starts(namespace: str) -> None:
+    """Most users' pods mount their token: a projected volume with the namespace's
+    kube-root-ca.crt, which the controller manager's root CA publisher writes (without it the
+    pod stayed ContainerCreating: "configmap kube-root-ca.crt not found")."""
+    core = _core()
+    pod = _pod("with-token", None)
+    assert pod.spec is not None
+    pod.spec.automount_service_account_token = True
+    core.create_namespaced_pod(namespace, pod)
+    deadline = time.monotonic() + 120
+    ready = False
+    while not ready and time.monotonic() < deadline:
+        status = core.read_namespaced_pod("with-token", namespace).status
+        assert status is not None
+        ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
+        time.sleep(0.5)
+    assert ready, "a token-mounting pod was not Ready in 120 s"
+    spec = core.read_namespaced_pod("with-token", namespace).spec
+    assert spec is not None and spec.volumes is not None
+    assert any(v.projected is not None for v in spec.volumes)
+    core.delete_namespaced_pod("with-token", namespace, grace_period_seconds=0)
