@@ -25,6 +25,7 @@ from abtest.lab import (
     pki,
     residue,
     runtimes,
+    sdnode,
     sdnode_run,
     sshd,
 )
@@ -156,6 +157,8 @@ def up(
             if name == "kube-apiserver":
                 control_plane.apply_rbac(paths)
                 _delete_stale_node_objects(paths, ports, nodes, say)
+                if not systemd_node:  # one an earlier `up --systemd-node` registered
+                    _raise_problems(lab_nodes.delete_node_object(paths, ports, sdnode.NAME, say))
                 runtimes.ensure_runtime_classes(paths, ports, say)
         for node in want[1:]:
             lab_nodes.start_node(node, ports, say)
