@@ -27,6 +27,7 @@ from abtest.lab import (
     runtimes,
     sdnode,
     sdnode_run,
+    shims,
     sshd,
 )
 from abtest.lab import nodes as lab_nodes
@@ -303,6 +304,7 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
                 say(f"  stopped {name}")
         except LabError as exc:
             problems.append(str(exc))
+    problems += shims.stop_orphaned_shims(paths, say)
     host.unmount_under([paths.root, paths.run])
     host.remove_kubepods_cgroups(("kubepods", *(n.cgroup_root for n in every[1:] if n.cgroup_root)))
     host.teardown_networking(every)
