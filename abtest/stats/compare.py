@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from abtest.errors import UserError
-from abtest.stats.contrast import estimate_contrast
+from abtest.stats.contrast import ContrastEstimate, estimate_contrast
 from abtest.stats.frame import SIZE, arm_order, check_rounds, finite, rows_for
 from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
 
@@ -155,6 +155,29 @@ def compare_pair(
     confidence: float = 0.95,
 ) -> Comparison:
     """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``)."""
+    comparison, _ = compare_pair_with_saving(
+        rounds,
+        baseline=baseline,
+        treatment=treatment,
+        size=size,
+        metric=metric,
+        confidence=confidence,
+    )
+    return comparison
+
+
+def compare_pair_with_saving(
+    rounds: pd.DataFrame,
+    *,
+    baseline: str,
+    treatment: str,
+    size: int,
+    metric: str,
+    confidence: float = 0.95,
+) -> tuple[Comparison, ContrastEstimate]:
+    """``compare_pair``, and the contrast in seconds (``B - T``) its ``savings_s`` and
+    ``savings_ci`` are, for a caller that also wants that scale's p-value (the comparison's
+    ``p_value`` tests the ratio on the log scale)."""
     check_confidence(confidence)
     check_rounds(rounds, metric)
     if baseline == treatment:
@@ -192,7 +215,7 @@ def compare_pair(
         # A higher ratio is a smaller reduction: the bounds swap.
         pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
     base_mean = float(base.mean())
-    return Comparison(
+    comparison = Comparison(
         arm=treatment,
         baseline=baseline,
         size=int(size),
@@ -224,6 +247,7 @@ def compare_pair(
         treatment_mean_matched=matched[treatment],
         pct_reduction_arithmetic_all_rounds=(base_mean - float(treat.mean())) / base_mean * 100.0,
     )
+    return comparison, savings
 
 
 def _combined_note(savings_note: str, log_note: str) -> str:
