@@ -40,7 +40,7 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats.contrast import ContrastEstimate, estimate_contrast
-from abtest.stats.frame import SIZE, arm_order, check_rounds, finite, rows_for
+from abtest.stats.frame import SIZE, arm_order, check_rounds, check_two_arms, finite, rows_for
 from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
 
 
@@ -180,13 +180,7 @@ def compare_pair_with_saving(
     ``p_value`` tests the ratio on the log scale)."""
     check_confidence(confidence)
     check_rounds(rounds, metric)
-    if baseline == treatment:
-        # A contrast of an arm with itself collapses to one arm's mean: refuse, never print it.
-        raise UserError(
-            f"the same arm {baseline!r} on both sides of a comparison",
-            f"{metric} at size {size}",
-            "compare two different arms",
-        )
+    check_two_arms(baseline, treatment, metric=metric, size=size)
     base = rows_for(rounds, baseline, size)[metric].to_numpy(dtype=np.float64)
     treat = rows_for(rounds, treatment, size)[metric].to_numpy(dtype=np.float64)
     # Same rows and same pairing for both scales, so the method is the same for both.
