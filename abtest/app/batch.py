@@ -50,37 +50,23 @@ class SingleBatch:
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
-        s = r.summary
+        measures = r.measures()
         return {
             "run_id": self.run_id,
             "round_id": self.round_id,
             "node": r.node_name,
             "namespace": r.namespace,
             "pods": r.size,
-            "pods_ready": s.pods_ready,
+            "pods_ready": measures.pop("pods_ready"),
             "accepted": r.accepted,
             "reason": r.reason,
             "timed_out": r.timed_out,
-            "batch_ready_s": s.batch_ready_s,
-            "p50_s": s.p50_s,
-            "p95_s": s.p95_s,
-            "p99_s": s.p99_s,
-            "mean_s": s.mean_s,
-            "submit_rate": s.submit_rate,
-            "sandbox_failures": r.sandbox_failures,
-            "restarts": s.restarts,
-            "ready_regressions": s.ready_regressions,
-            "create_failures": s.create_failures,
-            "create_retries": s.create_retries,
-            "watch_restarts": r.watch_restarts,
-            "watch_relisted": r.watch_relisted,
-            "client_cpu_s": r.client_cpu_s,
-            "cleanup_s": r.cleanup_s,
+            **measures,
             "cleanup_api_s": r.cleanup_api_s,
             "cleanup_ok": r.cleanup_ok,
-            "phases_median_s": s.phases,
+            "phases_median_s": r.summary.phases,
             # Ready pods only, in pod-name order (a never-Ready pod has no latency)
-            "pod_latencies_s": list(s.latencies_s),
+            "pod_latencies_s": list(r.summary.latencies_s),
             "notes": r.notes,
         }
 

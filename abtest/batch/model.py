@@ -131,6 +131,31 @@ class RoundResult:
     entered_mono: float | None = None
     returned_mono: float | None = None
 
+    def measures(self) -> dict[str, Any]:
+        """What the round measured, by the names the rounds table and ``abtest batch --json``
+        both use, in the JSON's order: the one place a round's measures become named values
+        (``abtest.batch.record.round_row`` and ``abtest.app.batch.SingleBatch.to_dict`` lay
+        them out with their own keys around them)."""
+        s = self.summary
+        return {
+            "pods_ready": s.pods_ready,
+            "batch_ready_s": s.batch_ready_s,
+            "p50_s": s.p50_s,
+            "p95_s": s.p95_s,
+            "p99_s": s.p99_s,
+            "mean_s": s.mean_s,
+            "submit_rate": s.submit_rate,
+            "sandbox_failures": self.sandbox_failures,
+            "restarts": s.restarts,
+            "ready_regressions": s.ready_regressions,
+            "create_failures": s.create_failures,
+            "create_retries": s.create_retries,
+            "watch_restarts": self.watch_restarts,
+            "watch_relisted": self.watch_relisted,
+            "client_cpu_s": self.client_cpu_s,
+            "cleanup_s": self.cleanup_s,
+        }
+
     # Convenience views of the summary, named as in the rounds table and the CLI JSON.
     @property
     def pods_ready(self) -> int:

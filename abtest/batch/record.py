@@ -56,7 +56,6 @@ def round_row(
     warmup: bool,
     parts: Sequence[GapPart] = (),
 ) -> dict[str, Any]:
-    s = result.summary
     return {
         "run_id": run_id,
         "visit_id": visit_id,
@@ -69,25 +68,10 @@ def round_row(
         "started_wall": result.started_wall,
         "accepted": int(result.accepted),
         "reason": result.reason,
-        "pods_ready": s.pods_ready,
-        "batch_ready_s": s.batch_ready_s,
-        "p50_s": s.p50_s,
-        "p95_s": s.p95_s,
-        "p99_s": s.p99_s,
-        "mean_s": s.mean_s,
-        "submit_rate": s.submit_rate,
-        "restarts": s.restarts,
-        "ready_regressions": s.ready_regressions,
-        "sandbox_failures": result.sandbox_failures,
-        "create_failures": s.create_failures,
-        "create_retries": s.create_retries,
-        "watch_restarts": result.watch_restarts,
-        "watch_relisted": result.watch_relisted,
-        "cleanup_s": result.cleanup_s,
+        **result.measures(),
         "gap_before_s": phase_total(parts, BEFORE),
         "gap_after_s": phase_total(parts, AFTER),
-        "client_cpu_s": result.client_cpu_s,
-        "phases_json": json.dumps(s.phases, sort_keys=True),
+        "phases_json": json.dumps(result.summary.phases, sort_keys=True),
     }
 
 

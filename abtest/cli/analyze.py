@@ -54,9 +54,7 @@ def analyze(
             "Default: every metric column in the file.",
         ),
     ] = None,
-    confidence: Annotated[
-        float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
-    ] = 0.95,
+    confidence: o.Confidence = 0.95,
     json_out: o.Json = False,
     kube_burner: s.KubeBurner = None,
     clusterloader2: s.Clusterloader2 = None,

@@ -50,6 +50,9 @@ Db = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]
+Confidence = Annotated[
+    float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
+]
 
 # --- nodes ---------------------------------------------------------------------------------
 Profile = Annotated[

@@ -46,9 +46,7 @@ def report(
         str | None,
         typer.Option("--baseline", help="Arm to compare with. Default: the arm 'baseline'."),
     ] = None,
-    confidence: Annotated[
-        float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
-    ] = 0.95,
+    confidence: o.Confidence = 0.95,
     pool: Annotated[
         bool,
         typer.Option("--pool", help="Pool the runs into one fleet run (implied by two or more)."),

@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 from abtest.errors import UserError
-from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import SIZE, arm_order, check_rounds, finite, rows_for
+from abtest.stats.contrast import ContrastEstimate, estimate_contrast
+from abtest.stats.frame import SIZE, arm_order, check_rounds, check_two_arms, finite, rows_for
 from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
 
 
@@ -155,15 +155,32 @@ def compare_pair(
     confidence: float = 0.95,
 ) -> Comparison:
     """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``)."""
+    comparison, _ = compare_pair_with_saving(
+        rounds,
+        baseline=baseline,
+        treatment=treatment,
+        size=size,
+        metric=metric,
+        confidence=confidence,
+    )
+    return comparison
+
+
+def compare_pair_with_saving(
+    rounds: pd.DataFrame,
+    *,
+    baseline: str,
+    treatment: str,
+    size: int,
+    metric: str,
+    confidence: float = 0.95,
+) -> tuple[Comparison, ContrastEstimate]:
+    """``compare_pair``, and the contrast in seconds (``B - T``) its ``savings_s`` and
+    ``savings_ci`` are, for a caller that also wants that scale's p-value (the comparison's
+    ``p_value`` tests the ratio on the log scale)."""
     check_confidence(confidence)
     check_rounds(rounds, metric)
-    if baseline == treatment:
-        # A contrast of an arm with itself collapses to one arm's mean: refuse, never print it.
-        raise UserError(
-            f"the same arm {baseline!r} on both sides of a comparison",
-            f"{metric} at size {size}",
-            "compare two different arms",
-        )
+    check_two_arms(baseline, treatment, metric=metric, size=size)
     base = rows_for(rounds, baseline, size)[metric].to_numpy(dtype=np.float64)
     treat = rows_for(rounds, treatment, size)[metric].to_numpy(dtype=np.float64)
     # Same rows and same pairing for both scales, so the method is the same for both.
@@ -192,7 +209,7 @@ def compare_pair(
         # A higher ratio is a smaller reduction: the bounds swap.
         pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
     base_mean = float(base.mean())
-    return Comparison(
+    comparison = Comparison(
         arm=treatment,
         baseline=baseline,
         size=int(size),
@@ -224,6 +241,7 @@ def compare_pair(
         treatment_mean_matched=matched[treatment],
         pct_reduction_arithmetic_all_rounds=(base_mean - float(treat.mean())) / base_mean * 100.0,
     )
+    return comparison, savings
 
 
 def _combined_note(savings_note: str, log_note: str) -> str:

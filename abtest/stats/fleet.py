@@ -58,7 +58,7 @@ import pandas as pd
 import scipy.stats as sps
 
 from abtest.errors import UserError
-from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order, check_rounds
+from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order, check_rounds, check_two_arms
 from abtest.stats.intervals import RELATIVE_TOLERANCE, check_confidence, holm
 
 NODE = "node"
@@ -208,12 +208,7 @@ def node_interaction(
             "node x arm interaction",
             "give every round its node and its block within that node",
         )
-    if baseline == treatment:
-        raise UserError(
-            f"the same arm {baseline!r} on both sides of a comparison",
-            f"{metric} at size {size}",
-            "compare two different arms",
-        )
+    check_two_arms(baseline, treatment, metric=metric, size=size)
     every = _log_ratios_by_node(rounds, baseline, treatment, size, metric)
     left_out = tuple(n for n, d in every.items() if d.size < 2)
     per_node = {n: d for n, d in every.items() if d.size >= 2}

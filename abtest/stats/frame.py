@@ -41,6 +41,17 @@ def check_rounds(rounds: pd.DataFrame, metric: str) -> None:
         )
 
 
+def check_two_arms(baseline: str, treatment: str, *, metric: str, size: int) -> None:
+    """Raise UserError when one arm stands on both sides of a comparison: a contrast of an arm
+    with itself collapses to one arm's mean, which is never printed as a saving."""
+    if baseline == treatment:
+        raise UserError(
+            f"the same arm {baseline!r} on both sides of a comparison",
+            f"{metric} at size {size}",
+            "compare two different arms",
+        )
+
+
 def has_blocks(rounds: pd.DataFrame) -> bool:
     """True when every round carries a block label (the pairing unit)."""
     return BLOCK in rounds.columns and bool(rounds[BLOCK].notna().all())

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from abtest.errors import UserError
-from abtest.stats.compare import Comparison, compare_pair
+from abtest.stats.compare import Comparison, compare_pair_with_saving
 from abtest.stats.contrast import estimate_contrast
 from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order
 from abtest.stats.intervals import check_confidence
@@ -169,21 +169,13 @@ def where_time_went(
         for arm in arm_order(at_size):
             if arm == baseline:
                 continue
-            batch = compare_pair(
+            batch, seconds = compare_pair_with_saving(
                 rounds,
                 baseline=baseline,
                 treatment=arm,
                 size=size,
                 metric=metric,
                 confidence=confidence,
-            )
-            seconds = estimate_contrast(
-                rounds,
-                coefficients={baseline: 1.0, arm: -1.0},
-                size=size,
-                metric=metric,
-                confidence=confidence,
-                scale="raw",
             )
             clear = batch.savings_ci is not None and (
                 batch.savings_ci[0] > 0 or batch.savings_ci[1] < 0

@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from round_sandboxes import (
+from crictl_sandboxes import (
     DECOYS,
-    LIST,
     REMOVE,
     ROUND,
+    ROUND_LIST,
     STOP,
     STOPPED_LIST,
     FakeSSH,
@@ -128,7 +128,7 @@ def test_without_the_stop_commands_the_stopped_ones_are_removed_as_before() -> N
         listing(sandbox(1, state="SANDBOX_NOTREADY", round_tag="ffffffffff"), sandbox(2))
     )
     assert session(fake, fast=False).clean_round_sandboxes("abtest", ROUND) == 1
-    assert fake.commands[0] == STOPPED_LIST
+    assert fake.commands[0] == STOPPED_LIST.replace("{namespace}", "abtest")
     assert fake.ids_in("stopp") == [] and fake.ids_in("rmp") == [[sid(1)]]
 
 
@@ -200,14 +200,14 @@ def profile_with(tmp_path: Path, commands: dict[str, str]) -> NodeProfile:
 FULL = {
     "stopped_sandboxes": "crictl pods --state notready -o json",
     "sandbox_remove": REMOVE,
-    "round_sandboxes": LIST,
+    "round_sandboxes": ROUND_LIST,
     "sandbox_stop": STOP,
 }
 
 
 def test_a_profile_with_the_fast_commands_parses(tmp_path: Path) -> None:
     p = profile_with(tmp_path, FULL)
-    assert (p.round_sandboxes_command, p.sandbox_stop_command) == (LIST, STOP)
+    assert (p.round_sandboxes_command, p.sandbox_stop_command) == (ROUND_LIST, STOP)
 
 
 @pytest.mark.parametrize(
@@ -221,7 +221,7 @@ def test_a_profile_with_the_fast_commands_parses(tmp_path: Path) -> None:
             "round_sandboxes",
             "JSON",
         ),
-        ({"round_sandboxes": LIST + " --state ready"}, "round_sandboxes", "filters by state"),
+        ({"round_sandboxes": ROUND_LIST + " --state ready"}, "round_sandboxes", "filters by state"),
         ({"sandbox_stop": "crictl stopp"}, "sandbox_stop", "{ids}"),
     ],
 )

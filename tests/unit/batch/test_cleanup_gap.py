@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from round_sandboxes import DECOYS, FakeSSH, listing, sandbox, session, sid
+from crictl_sandboxes import DECOYS, FakeSSH, listing, sandbox, session, sid
 
 from abtest.batch.collect import EventsListing
 from abtest.batch.gaps import AFTER, phase_total

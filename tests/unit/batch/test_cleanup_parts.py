@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crictl_sandboxes import REMOVE, FakeSSH, listing, session, stopped_sandbox
 from rounds import sample_round
-from stopped_sandboxes import REMOVE, FakeSSH, listing, sandbox, session
 
 from abtest.batch import round as round_mod
 from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, phase_total
@@ -255,7 +255,9 @@ def test_removal_races_are_told_from_real_failures() -> None:
 
 
 def test_an_rmp_that_only_raced_the_kubelet_is_not_a_failure() -> None:
-    fake = FakeSSH(listing(sandbox(1, "abtest"), sandbox(2, "abtest")), rmp_rc=1, rmp_err=RACE)
+    fake = FakeSSH(
+        listing(stopped_sandbox(1, "abtest"), stopped_sandbox(2, "abtest")), rmp=(1, RACE)
+    )
     # crictl printed no "Removed sandbox" line: nothing is claimed removed
     assert session(fake).remove_stopped_sandboxes("abtest") == 0
     assert len(fake.removals) == 1 and fake.removals[0].startswith(REMOVE.split("{")[0])

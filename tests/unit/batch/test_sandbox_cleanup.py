@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stopped_sandboxes import LIST, FakeSSH, listing, sandbox, session
+from crictl_sandboxes import STOPPED_LIST, FakeSSH, listing, session, stopped_sandbox
 
 from abtest.batch import round as round_mod
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
@@ -24,10 +24,10 @@ def test_decoys_in_look_alike_namespaces_are_never_removed() -> None:
     # what `crictl pods --namespace abtest` returns: every namespace containing "abtest"
     fake = FakeSSH(
         listing(
-            sandbox(1, "abtest-ci"),
-            sandbox(2, "team-abtest-prod"),
-            sandbox(3, "abtest", tool_label=False),
-            sandbox(4, "abtest", state="SANDBOX_READY"),
+            stopped_sandbox(1, "abtest-ci"),
+            stopped_sandbox(2, "team-abtest-prod"),
+            stopped_sandbox(3, "abtest", tool_label=False),
+            stopped_sandbox(4, "abtest", state="SANDBOX_READY"),
         )
     )
     assert session(fake).remove_stopped_sandboxes("abtest") == 0
@@ -35,16 +35,18 @@ def test_decoys_in_look_alike_namespaces_are_never_removed() -> None:
 
 
 def test_only_the_checked_sandbox_is_removed_and_its_id_quoted() -> None:
-    ours = sandbox(7, "abtest")
-    fake = FakeSSH(listing(sandbox(1, "abtest-ci"), ours, sandbox(2, "team-abtest-prod")))
+    ours = stopped_sandbox(7, "abtest")
+    fake = FakeSSH(
+        listing(stopped_sandbox(1, "abtest-ci"), ours, stopped_sandbox(2, "team-abtest-prod"))
+    )
     assert session(fake).remove_stopped_sandboxes("abtest") == 1
     assert fake.removals == [f"crictl rmp {ours['id']}"]
     # the exact namespace goes into the (pre-filtering) listing, quoted
-    assert fake.commands[0] == LIST.replace("{namespace}", "abtest")
+    assert fake.commands[0] == STOPPED_LIST.replace("{namespace}", "abtest")
 
 
 def test_tool_label_must_have_the_tools_value() -> None:
-    other = sandbox(5, "abtest")
+    other = stopped_sandbox(5, "abtest")
     other["labels"][MANAGED_BY_KEY] = "helm"
     fake = FakeSSH(listing(other))
     assert session(fake).remove_stopped_sandboxes("abtest") == 0
@@ -52,7 +54,9 @@ def test_tool_label_must_have_the_tools_value() -> None:
 
 
 def test_pure_selection_matches_exactly() -> None:
-    out = listing(sandbox(1, "abtest"), sandbox(2, "abtest-ci"), sandbox(3, "xabtest"))
+    out = listing(
+        stopped_sandbox(1, "abtest"), stopped_sandbox(2, "abtest-ci"), stopped_sandbox(3, "xabtest")
+    )
     assert select_stopped_sandboxes(out, "abtest", where="w") == ["01" * 32]
     assert select_stopped_sandboxes(out, "abtest-ci", where="w") == ["02" * 32]
     assert select_stopped_sandboxes("", "abtest", where="w") == []
@@ -61,9 +65,9 @@ def test_pure_selection_matches_exactly() -> None:
 
 
 def test_a_bad_id_of_ours_stops_before_anything_is_removed() -> None:
-    bad = sandbox(1, "abtest")
+    bad = stopped_sandbox(1, "abtest")
     bad["id"] = "abc; rm -rf /"
-    fake = FakeSSH(listing(sandbox(2, "abtest"), bad))
+    fake = FakeSSH(listing(stopped_sandbox(2, "abtest"), bad))
     with pytest.raises(NodeError, match="unexpected sandbox id"):
         session(fake).remove_stopped_sandboxes("abtest")
     assert fake.removals == []
@@ -78,7 +82,7 @@ def test_old_quiet_listing_output_is_a_clear_user_error() -> None:
 
 
 def test_failing_rmp_is_an_error_not_ignored() -> None:
-    fake = FakeSSH(listing(sandbox(1, "abtest")), rmp_rc=1, rmp_err="rpc error: code = Unknown")
+    fake = FakeSSH(listing(stopped_sandbox(1, "abtest")), rmp=(1, "rpc error: code = Unknown"))
     with pytest.raises(NodeError, match=r"removing 1 stopped pod sandboxes.*exit 1.*rpc error"):
         session(fake).remove_stopped_sandboxes("abtest")
 

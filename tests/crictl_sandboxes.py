@@ -1,5 +1,6 @@
-"""One round's sandboxes as ``crictl pods -o json`` lists them, and a fake node answering crictl
-(``stopp``, ``rmp``) for the fast-cleanup tests: what would run on the node is recorded."""
+"""Pod sandboxes as ``crictl pods -o json`` lists them, and a fake node answering crictl
+(the listings, ``stopp``, ``rmp``) for the sandbox-cleanup tests (the stopped sandboxes of a
+namespace, and one round's own sandboxes): what would run on the node is recorded."""
 
 from __future__ import annotations
 
@@ -10,19 +11,18 @@ from typing import Any
 from abtest.batch.template import pod_labels
 from abtest.config.playbook import NodeProfile, SSHTarget
 from abtest.node.connection import Result
-from abtest.node.session import (
-    NAMESPACE_LABEL,
-    NodeSession,
-)
+from abtest.node.session import NAMESPACE_LABEL, READY_STATE, STOPPED_STATE, NodeSession
 
 ROUND = "0a1b2c3d4e"
-LIST = (
+ROUND_LIST = (
     "crictl pods -o json --label io.kubernetes.pod.namespace={namespace} "
     "--label abtest/round={round}"
 )
+STOPPED_LIST = (
+    "crictl pods --state notready -o json --label io.kubernetes.pod.namespace={namespace}"
+)
 STOP = "crictl stopp {ids}"
 REMOVE = "crictl rmp {ids}"
-STOPPED_LIST = "crictl pods --state notready -o json"
 
 
 def sandbox(
@@ -31,17 +31,33 @@ def sandbox(
     *,
     round_tag: str = ROUND,
     tool_label: bool = True,
-    state: str = "SANDBOX_READY",
+    state: str = READY_STATE,
 ) -> dict[str, Any]:
-    labels = {NAMESPACE_LABEL: namespace, "io.kubernetes.pod.name": f"p{n}"}
+    """Sandbox ``n`` (id ``sid(n)``, pod ``p<n>``); with ``tool_label``, the tool's pod of
+    round ``round_tag``."""
+    labels = {
+        NAMESPACE_LABEL: namespace,
+        "io.kubernetes.pod.name": f"p{n}",
+        "io.kubernetes.pod.uid": f"uid-{n}",
+    }
     if tool_label:
         labels.update(pod_labels("run1", round_tag))
     return {
-        "id": f"{n:02x}" * 32,
+        "id": sid(n),
         "metadata": {"name": f"p{n}", "uid": f"uid-{n}", "namespace": namespace, "attempt": 0},
         "state": state,
+        "createdAt": "1764500000000000000",
         "labels": labels,
+        "annotations": {},
+        "runtimeHandler": "",
     }
+
+
+def stopped_sandbox(
+    n: int, namespace: str, *, tool_label: bool = True, state: str = STOPPED_STATE
+) -> dict[str, Any]:
+    """A stopped sandbox in ``namespace`` (what the stopped-sandbox cleanup looks for)."""
+    return sandbox(n, namespace, tool_label=tool_label, state=state)
 
 
 def sid(n: int) -> str:
@@ -49,11 +65,11 @@ def sid(n: int) -> str:
 
 
 def listing(*items: dict[str, Any]) -> str:
-    return json.dumps({"items": list(items)})
+    return json.dumps({"items": list(items)}, indent=2)
 
 
 class FakeSSH:
-    """Answers crictl: the listing prints ``out``; stopp and rmp exit with the given codes."""
+    """Answers crictl: a listing prints ``out``; stopp and rmp exit with the given codes."""
 
     def __init__(
         self,
@@ -85,8 +101,16 @@ class FakeSSH:
         prefix = f"crictl {verb} "
         return [shlex.split(c[len(prefix) :]) for c in self.commands if c.startswith(prefix)]
 
+    @property
+    def removals(self) -> list[str]:
+        return [c for c in self.commands if c.startswith("crictl rmp")]
 
-def session(fake: FakeSSH, *, fast: bool = True) -> NodeSession:
+
+def session(
+    fake: FakeSSH, stopped_listing: str = STOPPED_LIST, *, fast: bool = True
+) -> NodeSession:
+    """A session over ``fake`` whose profile lists stopped sandboxes with ``stopped_listing``
+    and, when ``fast``, has the round's own listing and stop commands."""
     profile = NodeProfile(
         name="fake",
         source="fake.yaml",
@@ -103,9 +127,9 @@ def session(fake: FakeSSH, *, fast: bool = True) -> NodeSession:
         image_present_command="crictl inspecti -q {image}",
         lock_path="/tmp/x.lock",
         health_timeout_s=10,
-        stopped_sandboxes_command=STOPPED_LIST,
+        stopped_sandboxes_command=stopped_listing,
         sandbox_remove_command=REMOVE,
-        round_sandboxes_command=LIST if fast else None,
+        round_sandboxes_command=ROUND_LIST if fast else None,
         sandbox_stop_command=STOP if fast else None,
     )
     s = NodeSession.__new__(NodeSession)
