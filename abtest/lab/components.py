@@ -14,7 +14,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from abtest.lab import layout
+from abtest.lab import kubelet_service, layout
 from abtest.lab.files import PUBLIC_FILE, write_file
 from abtest.lab.layout import Node, Paths
 
@@ -280,59 +280,6 @@ def kubelet_flags(node: Node) -> list[str]:
     ]
 
 
-KUBELET_SERVICE = """#!/bin/sh
-# Supervises the lab kubelet the way `systemctl restart kubelet` would on a real node:
-# stop the running kubelet, start it again with the same flags, append its logs.
-set -eu
-PIDFILE={pidfile}
-LOG={log}
-FLAGS={flags}
-BIN={binary}
-running() {{
-  [ -f "$PIDFILE" ] || return 1
-  pid=$(cat "$PIDFILE")
-  [ -r "/proc/$pid/cmdline" ] && tr '\\0' ' ' < "/proc/$pid/cmdline" | grep -q kubelet
-}}
-# A zombie has exited (whoever adopted it may not reap it soon): not present.
-present() {{
-  [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
-}}
-stop() {{
-  if running; then
-    kill -TERM "$pid"
-    i=0
-    while present "$pid" && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done
-    if present "$pid"; then
-      kill -KILL "$pid" 2>/dev/null || true
-      # SIGKILL is not instant (a process in uninterruptible sleep): wait, but not forever.
-      i=0
-      while present "$pid" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-      if present "$pid"; then
-        echo "kubelet-service: kubelet pid $pid still present 10 s after SIGKILL" >&2
-        exit 1
-      fi
-    fi
-  fi
-  rm -f "$PIDFILE"
-}}
-start() {{
-  echo "--- kubelet-service: start at $(date -u +%FT%TZ)" >> "$LOG"
-  # The kubelet keeps no descriptor of whoever restarted it: a caller's lock (flock) would
-  # otherwise stay held for as long as this kubelet runs.
-  # shellcheck disable=SC2046
-  setsid "$BIN" $(cat "$FLAGS") < /dev/null >> "$LOG" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-  echo $! > "$PIDFILE"
-}}
-case "${{1:-}}" in
-  start) running || start ;;
-  stop) stop ;;
-  restart) stop; start ;;
-  status) if running; then echo "running $pid"; else echo stopped; exit 3; fi ;;
-  *) echo "usage: $0 start|stop|restart|status" >&2; exit 2 ;;
-esac
-"""
-
-
 def kept_config_notes(node: Node) -> list[str]:
     """What a kubelet config kept from an older lab lacks that a fresh one has (`up` never
     rewrites a kept config: an experiment's journaled change may be in it)."""
@@ -356,16 +303,7 @@ def write_kubelet_files(node: Node, ports: dict[str, int], fresh: bool) -> Path:
         write_file(node.kubelet_config, kubelet_config_text(node, ports), PUBLIC_FILE)
     write_file(node.kubelet_dir / "flags", "\n".join(kubelet_flags(node)) + "\n", PUBLIC_FILE)
     script = node.bin / "kubelet-service"
-    write_file(
-        script,
-        KUBELET_SERVICE.format(
-            pidfile=node.pids / "kubelet.pid",
-            log=node.logs / "kubelet.log",
-            flags=node.kubelet_dir / "flags",
-            binary=node.bin / "kubelet",
-        ),
-        0o755,
-    )
+    write_file(script, kubelet_service.script(node), 0o755)
     return script
 
 
