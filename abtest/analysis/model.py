@@ -12,6 +12,7 @@ for the descriptive tables (acceptance, kubelet stages, events per pod, restarts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -191,7 +192,7 @@ def model_of(data: RunData, *, baseline: str | None, confidence: float) -> Repor
         run_id=run_id,
         run=data.run,
         environment=environment(data),
-        method=_method(confidence, sequential) + _design_method(data),
+        method=_method(confidence, sequential) + _design_method(data) + _build_method(data),
         confidence=confidence,
         baseline=base,
         combined_arm=combined,
@@ -341,6 +342,47 @@ def _design_method(data: RunData) -> tuple[str, ...]:
         "the factorial effects are main effects only, each aliased with two-factor "
         "interactions, so a factor's effect may carry part of an interaction of two others. "
         "A screen ranks candidates; confirm its picks with a gates-all or factorial run.",
+    )
+
+
+def _build_method(data: RunData) -> tuple[str, ...]:
+    """Which kubelet build each arm ran and, for a patched build, what it was made of (the
+    record the pre-flight read from the node: release, series, each patch's sha256)."""
+    per_node = data.env.get("kubelet_builds")
+    if not isinstance(per_node, dict):
+        return ()
+    lines = []
+    for node, arms in sorted(per_node.items()):
+        if not isinstance(arms, dict):
+            continue
+        builds: dict[str, list[str]] = {}
+        for arm, rec in arms.items():
+            if isinstance(rec, dict):
+                builds.setdefault(_describe_build(rec), []).append(str(arm))
+        for text, names in builds.items():
+            lines.append(f"Kubelet build on {node} for {', '.join(sorted(names))}: {text}.")
+    return tuple(lines)
+
+
+def _describe_build(rec: dict[str, Any]) -> str:
+    text = f"{rec.get('version', '?')} ({rec.get('path', '?')})"
+    source = rec.get("source")
+    if not isinstance(source, dict):
+        return text
+    patches = source.get("patches")
+    listed = (
+        ", ".join(
+            f"{p.get('file')} sha256:{str(p.get('sha256', ''))[:12]}"
+            for p in patches
+            if isinstance(p, dict)
+        )
+        if isinstance(patches, list)
+        else "?"
+    )
+    return (
+        f"{text}: k8s.io/kubernetes {source.get('release', '?')} + patch series "
+        f"{source.get('series', '?')} (digest {str(source.get('digest', ''))[:12]}): {listed}; "
+        "this project's implementations of the mechanisms, not a vendor's build"
     )
 
 

@@ -36,6 +36,7 @@ def gates(
     qps: o.Qps = None,
     concurrency: o.Concurrency = None,
     namespace: o.Namespace = None,
+    kubelet_build: o.KubeletBuildOpt = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue this run where it stopped.")
     ] = None,
@@ -101,6 +102,7 @@ def gates(
             qps=qps,
             concurrency=concurrency,
             namespace=namespace,
+            kubelet_build=kubelet_build,
         )
         if chosen and not resume
         else None,

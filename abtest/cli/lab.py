@@ -9,6 +9,7 @@ import typer
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config.domain import parse_release
+from abtest.config.kubelet_series import parse_build_name
 from abtest.lab import control, kubelet_builds, layout, sdnode
 from abtest.lab import status as lab_status
 from abtest.lab.releases import DEFAULT_RELEASE
@@ -146,22 +147,45 @@ def kubelets(
     versions: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[VERSION]...",
-            help="Kubelet releases to place, e.g. v1.34.4 v1.35.4 (none: list the placed ones).",
+            metavar="[BUILD]...",
+            help="Kubelet builds to place: releases (v1.34.4 v1.35.4), a release and a shipped "
+            "patch series (v1.36.3+agc), or a release and a series folder of your own "
+            "(v1.36.3+./my-series, placed as v1.36.3+my-series). None: list the placed ones.",
         ),
     ] = None,
+    go_test: Annotated[
+        bool,
+        typer.Option(
+            "--go-test",
+            help="Also check each patched build's series on its patched source: gofmt of the "
+            "Go files it touches, `go vet` and `go test` of the packages it touches (the "
+            "series' own unit tests; several minutes on 2 cores).",
+        ),
+    ] = False,
 ) -> None:
-    """Place extra kubelet releases on the lab's nodes for kubelet_build arms: each is built
-    once from the Go module proxy (the kubelet only, ~2-5 min; cached by release) and put at
-    /var/lib/abtest-lab/kubelets/VERSION/kubelet, the lab profile's `kubelet.builds_dir`. A
-    release the version-skew policy does not allow under the lab's API server (newer, or more
-    than three minors older) is refused before anything is built."""
+    """Place extra kubelet builds on the lab's nodes for kubelet_build arms and
+    --kubelet-build: each is built once from the Go module proxy (the kubelet only; a release
+    ~2-5 min, a patched build ~5-10 min: the release's source copied, the series' patches
+    applied in order, the kubelet built from the copy) and cached (a release by version, a
+    series by its patches' content: a changed patch rebuilds), then put at
+    /var/lib/abtest-lab/kubelets/BUILD/kubelet (a patched build with source.json, naming its
+    release and each patch's sha256), the lab profile's `kubelet.builds_dir`. A build the
+    version-skew policy does not allow under the lab's API server, a series for another
+    release, a file that is not a diff or a patch that does not apply is refused before
+    anything is built or placed. Patch series: kubelet-patches/README.md."""
     if not versions:
         placed = kubelet_builds.placed_kubelets(layout.Paths())
-        console.print("\n".join(placed) if placed else "no kubelet releases placed")
+        console.print("\n".join(placed) if placed else "no kubelet builds placed")
         return
-    wanted = [parse_release(v, "VERSION") for v in versions]
-    kubelet_builds.place_kubelets(wanted, say=lambda line: console.print(line, highlight=False))
+    wanted = [parse_build_name(v, "BUILD") for v in versions]
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False)
+
+    kubelet_builds.place_kubelets(wanted, say=say)
+    if go_test:
+        for line in kubelet_builds.test_series(wanted, say=say):
+            say(line)
 
 
 @app.command("down")

@@ -148,6 +148,19 @@ Namespace = Annotated[
 ]
 
 
+KubeletBuildOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kubelet-build",
+        metavar="BUILD",
+        help="Run every arm on this kubelet build instead of the node's own binary: a release "
+        "(v1.35.4) or a release and patch series (v1.36.3+agc) placed in the profile's "
+        "kubelet.builds_dir (`abtest lab kubelets BUILD`). The series' gates are then switched "
+        "by config like any gate; the swap is journaled and the node's own kubelet restored.",
+    ),
+]
+
+
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
@@ -177,6 +190,7 @@ def plan_options(
     qps: float | None,
     concurrency: int | None,
     namespace: str | None,
+    kubelet_build: str | None = None,
 ) -> PlanOptions:
     """The plan the sweep options describe (gates and plan take the same ones)."""
     return PlanOptions(
@@ -192,4 +206,5 @@ def plan_options(
         qps=qps,
         concurrency=concurrency,
         namespace=namespace,
+        kubelet_build=kubelet_build,
     )

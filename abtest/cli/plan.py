@@ -30,6 +30,7 @@ def plan(
     qps: o.Qps = None,
     concurrency: o.Concurrency = None,
     namespace: o.Namespace = None,
+    kubelet_build: o.KubeletBuildOpt = None,
     db: o.Db = None,
     json_out: o.Json = False,
     detect: Annotated[
@@ -61,6 +62,7 @@ def plan(
             qps=qps,
             concurrency=concurrency,
             namespace=namespace,
+            kubelet_build=kubelet_build,
         ),
         db=db,
         confidence=confidence,

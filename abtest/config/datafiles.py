@@ -12,13 +12,14 @@ from pathlib import Path
 
 from abtest.errors import ConfigError
 
-_NOUNS = {"gates": "catalog", "playbooks": "playbook"}
+_NOUNS = {"gates": "catalog", "playbooks": "playbook", "kubelet-patches": "patch series"}
 
 
 def data_dir(kind: str) -> Path:
-    """The folder holding shipped files of one kind: ``gates`` or ``playbooks``."""
+    """The folder holding shipped files of one kind: ``gates``, ``playbooks`` or
+    ``kubelet-patches`` (``abtest/kubelet_patches`` in a wheel)."""
     package = Path(__file__).resolve().parent.parent  # abtest/, above this config/
-    installed = package / kind  # inside an installed wheel
+    installed = package / kind.replace("-", "_")  # inside an installed wheel
     if installed.is_dir():
         return installed
     return package.parent / kind  # a checkout (editable install): the repository root

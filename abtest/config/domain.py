@@ -308,6 +308,16 @@ def release_of(version_text: str) -> Release | None:
     return Release(int(found[1]), int(found[2]), int(found[3]))
 
 
+_BUILD_VERSION = re.compile(r"v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?")
+
+
+def build_version_of(version_text: str) -> str | None:
+    """The whole version a kubelet reports, build metadata included (``v1.36.3+agc`` from
+    ``Kubernetes v1.36.3+agc``): a patched build differs from its release only there."""
+    found = _BUILD_VERSION.search(version_text)
+    return found.group(0) if found else None
+
+
 def skew_problem(kubelet: Release, api_server: Release) -> str | None:
     """Why this kubelet may not run under this API server, or None when the policy allows it."""
     if (kubelet.major, kubelet.minor) > (api_server.major, api_server.minor):

@@ -23,3 +23,6 @@ class PlanOptions:
     concurrency: int | None = None
     namespace: str | None = None
     warmup: bool | None = None
+    #: every arm runs this kubelet build (``v1.36.3+agc``, placed in the profile's
+    #: kubelet.builds_dir) instead of the node's own binary; None: the node's own
+    kubelet_build: str | None = None

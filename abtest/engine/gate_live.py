@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.config.domain import Arm, Catalog, Scalar, parse_release
+from abtest.config.domain import Arm, Catalog, Scalar
+from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_profile
 from abtest.engine.fleet import same_node
@@ -61,8 +62,9 @@ class LiveGateOptions:
 
 
 def parse_spec(spec: str, flag: str) -> NodeState:
-    """`default`, or comma-separated `binary=/path/on/node` (or `binary=vX.Y.Z`, a release
-    placed in the profile's kubelet.builds_dir) and `PATH=VALUE` settings."""
+    """`default`, or comma-separated `binary=/path/on/node` (or `binary=vX.Y.Z` /
+    `binary=vX.Y.Z+SERIES`, a build placed in the profile's kubelet.builds_dir) and
+    `PATH=VALUE` settings."""
     text = spec.strip()
     if text in ("", "default"):
         return NodeState(None, ())
@@ -76,7 +78,7 @@ def parse_spec(spec: str, flag: str) -> NodeState:
             binary = (
                 check_path(value, flag)
                 if value.startswith("/")
-                else parse_release(value, f"{flag} binary=").version
+                else parse_build_name(value, f"{flag} binary=", paths=False).name
             )
             continue
         try:

@@ -13,7 +13,7 @@ from abtest.batch.record import record_round
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
-from abtest.config.domain import Arm, release_of
+from abtest.config.domain import Arm, build_version_of
 from abtest.config.playbook import NodeProfile
 from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit, PreflightSpec, RealNodes
 from abtest.engine.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
@@ -127,10 +127,18 @@ class NodeSweep:
         problems = arm_problems(
             self.plan.arms, self.profile, builds, self.kit.api_server_version(cluster)
         )
+        records = {}
         for arm in self.plan.arms:
             build = builds.get(build_path(arm.kubelet_binary, self.profile))
             if build is not None and build.release is not None:
-                self.expected_kubelet[arm.name] = build.release.version
+                self.expected_kubelet[arm.name] = build.version
+            if build is not None and arm.kubelet_binary is not None:
+                records[arm.name] = build.record()
+        if records and not problems:
+            # the run names what each arm's build was made of (release, series, patches)
+            self.store.runs.merge_env(
+                self.run_id, "kubelet_builds", self.profile.node_name, records
+            )
         return problems
 
     def run(self) -> NodeOutcome:
@@ -211,7 +219,9 @@ class NodeSweep:
         if want is None:
             return
         got = self.kit.kubelet_version(cluster, self.profile.node_name)
-        if release_of(got) != release_of(want):
+        # the whole version: a patched build (v1.36.3+agc) differs from its release only in
+        # its build metadata
+        if build_version_of(got) != want:
             raise ApplyFailed(
                 f"arm {arm.name}: the node reports kubelet {got} after the restart, not its "
                 f"build's {want}"

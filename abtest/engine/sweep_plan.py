@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from abtest.config import numbers as num
 from abtest.config.catalog import load_catalog, select_factors
 from abtest.config.domain import Arm, Catalog, Factor, Settings
+from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_playbook, load_profile
 from abtest.engine.design import build_arms, dedupe, gates_all
@@ -118,7 +119,7 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     design = opts.design or pb.design
     if opts.attribution and design == "gates-all":
         design = "attribution"
-    arms = arms_for(tuple(factors), design)
+    arms = with_build(arms_for(tuple(factors), design), opts.kubelet_build)
     if not any(a.name == "baseline" for a in arms):
         raise UserError(
             f"design {design!r} has no baseline arm", "--design", "add the baseline design"
@@ -134,6 +135,23 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     check_pod_renders(pb, profiles)
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
+
+
+def with_build(arms: list[Arm], build: str | None) -> list[Arm]:
+    """Every arm on one kubelet build (``--kubelet-build``): the gates of a patched build
+    are then switched by config like any gate, on the build each arm swaps in (journaled,
+    restored after the sweep). An arm that names its own build cannot take another."""
+    if build is None:
+        return arms
+    name = parse_build_name(build, "--kubelet-build", paths=False).name
+    own = [a.name for a in arms if a.kubelet_binary is not None]
+    if own:
+        raise UserError(
+            f"arm {own[0]} already runs its own kubelet build (a kubelet_build factor)",
+            "--kubelet-build",
+            "drop --kubelet-build, or the kubelet_build factor",
+        )
+    return [replace(a, kubelet_binary=name) for a in arms]
 
 
 def check_plan_size(arms: int, sizes: int, blocks: int, where: str) -> None:

@@ -77,16 +77,18 @@ def containerd_ldflags() -> str:
     )
 
 
-def ldflags(release: Release) -> str:
+def ldflags(release: Release, version: str | None = None) -> str:
     """Stamp the release version the way upstream's build does, so nodeInfo.kubeletVersion
-    and /version report the release instead of v0.0.0-master."""
+    and /version report the release instead of v0.0.0-master; a patched build stamps its
+    build name (``v1.36.3+agc``: semver build metadata) as ``version``."""
+    version = version or release.version
     return " ".join(
         ["-s", "-w"]
         + [
             f"-X {pkg}.{var}"
             for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
             for var in (
-                f"gitVersion={release.version}",
+                f"gitVersion={version}",
                 f"gitMajor={release.major}",
                 f"gitMinor={release.minor}",
                 "gitTreeState=clean",
@@ -165,7 +167,7 @@ def ensure_binaries(
             dirs = _module_dirs(release, kube, missing, progress)
         for name in kube:
             with progress.step(name):
-                _go_build(
+                go_build(
                     dirs["kube"],
                     f"k8s.io/kubernetes/cmd/{name}",
                     bins.path(name),
@@ -174,10 +176,10 @@ def ensure_binaries(
                 )
         if "etcd" in missing:
             with progress.step("etcd"):
-                _go_build(dirs["etcd"], "go.etcd.io/etcd/server/v3", bins.path("etcd"), progress)
+                go_build(dirs["etcd"], "go.etcd.io/etcd/server/v3", bins.path("etcd"), progress)
         if "crictl" in missing:
             with progress.step("crictl"):
-                _go_build(
+                go_build(
                     dirs["crictl"],
                     "sigs.k8s.io/cri-tools/cmd/crictl",
                     bins.path("crictl"),
@@ -187,7 +189,7 @@ def ensure_binaries(
             with progress.step("containerd"):
                 for name in CONTAINERD_COMMANDS:
                     if name in missing:
-                        _go_build(
+                        go_build(
                             dirs["containerd"],
                             f"{CONTAINERD_MODULE}/cmd/{name}",
                             bins.path(name),
@@ -223,7 +225,7 @@ def _module_dirs(
 ) -> dict[str, Path]:
     dirs: dict[str, Path] = {}
     if kube:
-        dirs["kube"] = _kubernetes_module(release, kube, progress)
+        dirs["kube"] = kubernetes_module(release, kube, progress)
     if "etcd" in missing:
         dirs["etcd"] = _simple_module("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION, progress)
     if "crictl" in missing:
@@ -245,13 +247,13 @@ def _module_dirs(
     return dirs
 
 
-def _build_dir(name: str) -> Path:
+def build_dir(name: str) -> Path:
     path = cache_root() / "build" / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
+def run_go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     code, output = progress.call(["go", *args], cwd, env)
     if code != 0:
@@ -260,12 +262,12 @@ def _go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
     return output
 
 
-def _kubernetes_module(release: Release, kube: list[str], progress: BuildProgress) -> Path:
+def kubernetes_module(release: Release, kube: list[str], progress: BuildProgress) -> Path:
     version = release.version
-    workdir = _build_dir(f"k8s-{version}")
+    workdir = build_dir(f"k8s-{version}")
     go_mod = workdir / "go.mod"
     if not (workdir / "go.sum").exists():
-        upstream_mod = _go(
+        upstream_mod = run_go(
             ["mod", "download", "-json", f"k8s.io/kubernetes@{version}"], workdir, progress
         )
         found = re.search(r'"GoMod":\s*"([^"]+)"', upstream_mod)
@@ -290,7 +292,7 @@ def _kubernetes_module(release: Release, kube: list[str], progress: BuildProgres
         go_mod.write_text("\n".join(lines))
         # Every command's packages, whichever are built now: a later build of the rest of
         # the release (a kubelet placed first, the whole lab later) finds go.sum complete.
-        _go(
+        run_go(
             ["get", *[f"k8s.io/kubernetes/cmd/{c}@{version}" for c in KUBE_COMMANDS]],
             workdir,
             progress,
@@ -306,13 +308,13 @@ def _simple_module(
     packages: Sequence[str] = (),
     tags: str = "",
 ) -> Path:
-    workdir = _build_dir(f"{name}-{version}")
+    workdir = build_dir(f"{name}-{version}")
     if not (workdir / "go.sum").exists():
         (workdir / "go.mod").write_text(
             f"module abtest.local/{name}build\n\ngo 1.24\n\nrequire {module} {version}\n"
         )
         wanted = [f"{p}@{version}" for p in packages or (module,)]
-        _go(["get", *([f"-tags={tags}"] if tags else []), *wanted], workdir, progress)
+        run_go(["get", *([f"-tags={tags}"] if tags else []), *wanted], workdir, progress)
     return workdir
 
 
@@ -328,7 +330,7 @@ def go_build_args(package: str, out: Path, flags: str = "-s -w", tags: str = "")
     ]
 
 
-def _go_build(
+def go_build(
     workdir: Path,
     package: str,
     out: Path,
@@ -337,5 +339,5 @@ def _go_build(
     tags: str = "",
 ) -> None:
     tmp = out.with_suffix(".tmp")
-    _go(go_build_args(package, tmp, flags, tags), workdir, progress)
+    run_go(go_build_args(package, tmp, flags, tags), workdir, progress)
     tmp.replace(out)

@@ -38,6 +38,14 @@ DEFAULT_ESTIMATES_S = {
     "kube-scheduler": 63.0,
     "kube-controller-manager": 147.0,
     "kubelet": 72.0,
+    # a patched kubelet (`lab kubelets v1.36.3+agc`): the copy of the release's source and
+    # `git apply`, then every k8s.io/kubernetes package the kubelet imports compiled from the
+    # copy (staging modules and other dependencies come from the release build's cache)
+    "patches": 15.0,
+    "kubelet+series": 300.0,
+    # `lab kubelets BUILD --go-test`: the series' touched packages vetted and tested
+    "go vet": 120.0,
+    "go test": 420.0,
     "etcd": 91.0,
     "crictl": 40.0,
     # containerd, its shim and ctr: ~4.5 CPU-minutes of compiling (measured from an empty

@@ -1,65 +1,120 @@
-"""Extra kubelet releases for kubelet_build arms (`abtest lab kubelets`): built once, placed in
-the lab's builds directory, where the lab profile's ``kubelet.builds_dir`` finds them."""
+"""Extra kubelet builds for kubelet_build arms (`abtest lab kubelets`): releases (``v1.35.4``)
+and releases plus a patch series (``v1.36.3+agc``), built once, placed in the lab's builds
+directory (``<builds_dir>/<build>/kubelet``, with a patched build's ``source.json`` beside
+it), where the lab profile's ``kubelet.builds_dir`` finds them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from abtest.config.domain import Release, parse_release, skew_problem
+from abtest.config.domain import Release, skew_problem
+from abtest.config.kubelet_series import BuildName, PatchSeries, load_series, parse_build_name
 from abtest.errors import UserError
-from abtest.lab import host
+from abtest.lab import host, sdnode
 from abtest.lab.binaries import binary_set, ensure_binaries
-from abtest.lab.files import install_binary, make_dir
+from abtest.lab.files import PUBLIC_FILE, install_binary, make_dir, write_file
 from abtest.lab.layout import Paths, Say
+from abtest.lab.patched_kubelets import (
+    SOURCE_FILE,
+    ensure_patched_kubelet,
+    go_test_series,
+    is_built,
+)
 from abtest.lab.releases import DEFAULT_RELEASE, kept_release, served
 
 
 def placed_kubelets(paths: Paths) -> list[str]:
-    """The kubelet releases placed in the lab's builds directory, oldest first."""
+    """The kubelet builds placed in the lab's builds directory, oldest release first."""
     if not paths.kubelets.is_dir():
         return []
     found = []
     for d in paths.kubelets.iterdir():
         try:
-            release = parse_release(d.name, str(d))
+            build = parse_build_name(d.name, str(d), paths=False)
         except UserError:
             continue
         if (d / "kubelet").is_file():
-            found.append(release)
-    return [r.version for r in sorted(found)]
+            found.append((build.release, build.name))
+    return [name for _, name in sorted(found)]
 
 
-def place_kubelets(
-    wanted: list[Release], say: Say = print, paths: Paths | None = None
-) -> list[Path]:
-    """Build (once, cached) and place each kubelet release in the lab's builds directory,
-    where the lab profile's ``kubelet.builds_dir`` finds it. Every release is checked first
-    (served, and allowed under the lab's API server by the skew policy): a bad one is
-    refused before anything is built or placed."""
-    paths = paths or Paths()
-    host.require_root()
-    control_plane = kept_release(paths) or DEFAULT_RELEASE
-    for release in wanted:
-        problem = skew_problem(release, control_plane)
+def check_builds(wanted: list[BuildName], control_plane: Release) -> list[PatchSeries | None]:
+    """Every build checked before anything is built: allowed under the lab's API server by
+    the skew policy, its series loaded and checked whole, its release served."""
+    for build in wanted:
+        problem = skew_problem(build.release, control_plane)
         if problem:
             raise UserError(
                 problem,
-                f"kubelet release {release}",
+                f"kubelet build {build}",
                 f"choose a release from v{control_plane.major}.{max(34, control_plane.minor - 3)}"
                 f".0 to {control_plane}, the lab's control plane",
             )
-    for release in wanted:
-        if binary_set(release, ("kubelet",)).missing():
-            problem = served(release)
+    series = [load_series(b) if b.series else None for b in wanted]
+    for build, s in zip(wanted, series, strict=True):
+        needs_source = (
+            binary_set(build.release, ("kubelet",)).missing() if s is None else not is_built(s)
+        )
+        if needs_source:
+            problem = served(build.release)
             if problem:
-                raise UserError(problem, f"kubelet release {release}", "choose a served release")
+                raise UserError(problem, f"kubelet build {build}", "choose a served release")
+    return series
+
+
+def place_kubelets(
+    wanted: list[BuildName], say: Say = print, paths: Paths | None = None
+) -> list[Path]:
+    """Build (once, cached) and place each kubelet build in the lab's builds directory, where
+    the lab profile's ``kubelet.builds_dir`` finds it. Every build is checked first: a bad
+    one is refused before anything is built or placed."""
+    paths = paths or Paths()
+    host.require_root()
+    control_plane = kept_release(paths) or DEFAULT_RELEASE
+    series = check_builds(wanted, control_plane)
     placed = []
-    for release in wanted:
-        bins = ensure_binaries(say, release=release, names=("kubelet",))
-        dest = paths.kubelets / release.version
+    for build, s in zip(wanted, series, strict=True):
+        if s is None:
+            source = ensure_binaries(say, release=build.release, names=("kubelet",)).path("kubelet")
+        else:
+            source = ensure_patched_kubelet(s, say) / "kubelet"
+        dest = paths.kubelets / build.name
         make_dir(paths.kubelets)
         make_dir(dest)
-        install_binary(bins.path("kubelet"), dest / "kubelet")
-        say(f"kubelet {release} at {dest / 'kubelet'}")
+        install_binary(source, dest / "kubelet")
+        record = source.parent / SOURCE_FILE
+        if s is not None:
+            write_file(dest / SOURCE_FILE, record.read_bytes(), PUBLIC_FILE)
+        else:
+            (dest / SOURCE_FILE).unlink(missing_ok=True)
+        say(f"kubelet {build} at {dest / 'kubelet'}")
         placed.append(dest / "kubelet")
+        placed += _place_in_systemd_node(paths, build, dest, say)
     return placed
+
+
+def _place_in_systemd_node(paths: Paths, build: BuildName, placed: Path, say: Say) -> list[Path]:
+    """The same build inside the systemd node's root filesystem, when the lab has one (its
+    profile's builds_dir): a kubelet_build arm there swaps in the same binary."""
+    node = sdnode.SystemdNode(paths)
+    if not node.rootfs.is_dir():
+        return []
+    dest = node.file(f"{sdnode.BUILDS_DIR}/{build.name}")
+    make_dir(dest.parent, 0o755)
+    make_dir(dest, 0o755)
+    install_binary(placed / "kubelet", dest / "kubelet")
+    if (placed / SOURCE_FILE).is_file():
+        write_file(dest / SOURCE_FILE, (placed / SOURCE_FILE).read_bytes(), PUBLIC_FILE)
+    else:
+        (dest / SOURCE_FILE).unlink(missing_ok=True)
+    say(f"kubelet {build} in {sdnode.NAME} at {sdnode.BUILDS_DIR}/{build.name}/kubelet")
+    return [dest / "kubelet"]
+
+
+def test_series(wanted: list[BuildName], say: Say = print) -> list[str]:
+    """The Go checks of each patched build's series (`lab kubelets --go-test`)."""
+    lines = []
+    for build in wanted:
+        if build.series:
+            lines += [f"{build}: {line}" for line in go_test_series(load_series(build), say)]
+    return lines

@@ -39,6 +39,8 @@ HOST_IP = "10.251.0.249"
 NODE_IP = "10.251.0.250"
 POD_SUBNET = "10.254.200.0/24"
 HOSTS_MARK = "# abtest-lab systemd node"
+#: where `abtest lab kubelets` places kubelet builds inside the node (its profile's builds_dir)
+BUILDS_DIR = "/var/lib/abtest-kubelets"
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,9 @@ def profile_text(node: SystemdNode) -> str:
     lines = shipped.read_text().splitlines(keepends=True)
     swaps = {
         "profile:": "profile: lab-systemd\n",
+        # the builds `abtest lab kubelets` places in the node too (kubelet_build arms,
+        # --kubelet-build): a real kubeadm node has none unless its team makes one
+        "  binary_path:": f"  binary_path: /usr/bin/kubelet\n  builds_dir: {BUILDS_DIR}\n",
         "node_name:": f"node_name: {NAME}\n",
         "kubeconfig:": f"kubeconfig: {node.paths.kubeconfig}\n",
         "  host:": f"  host: {NODE_IP}\n",

@@ -13,11 +13,13 @@ the gate.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from abtest.config.domain import Arm, Release, release_of, skew_problem
+from abtest.config.domain import Arm, Release, build_version_of, release_of, skew_problem
 from abtest.config.playbook import NodeProfile
 from abtest.errors import UserError
 from abtest.node.binary import check_path
@@ -36,10 +38,21 @@ class KubeletBuild:
     version_text: str
     release: Release | None
     gates: frozenset[str]
+    #: a patched build's source.json beside the binary (release, series, each patch's
+    #: sha256); None for a release or a binary placed by hand
+    source: dict[str, Any] | None = None
 
     @property
     def version(self) -> str:
-        return self.release.version if self.release else self.version_text or "unknown"
+        return build_version_of(self.version_text) or self.version_text or "unknown"
+
+    def record(self) -> dict[str, Any]:
+        """What the run stores about the build an arm ran."""
+        return {
+            "path": self.path,
+            "version": self.version,
+            **({"source": self.source} if self.source else {}),
+        }
 
 
 def build_path(value: str | None, profile: NodeProfile) -> str | None:
@@ -71,7 +84,20 @@ def read_build(session: NodeSession, path: str) -> KubeletBuild | None:
     helped = session.run([path, "--help"], timeout=60)
     # cobra prints the usage on stdout; older builds wrote it to stderr
     gates = frozenset(_GATE_LINE.findall(helped.stdout + helped.stderr))
-    return KubeletBuild(path, text, release_of(text), gates)
+    return KubeletBuild(path, text, release_of(text), gates, _read_source(session, path))
+
+
+def _read_source(session: NodeSession, path: str) -> dict[str, Any] | None:
+    """The source.json `abtest lab kubelets` places beside a patched build (None: absent or
+    not a JSON object; it is a record, never trusted for anything but the report)."""
+    found = session.run(["cat", f"{path.rsplit('/', 1)[0]}/source.json"], timeout=20)
+    if not found.ok or len(found.stdout) > 64_000:
+        return None
+    try:
+        value = json.loads(found.stdout)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def arm_problems(

@@ -8,6 +8,7 @@ the store makes one of each (``store.runs``, ``store.arms``, ``store.visits``,
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from abtest.store.db import Store
+
+_ENV_LOCK = threading.Lock()
 
 # (block, arm, size, warm-up): one round of a run's schedule on one node
 RoundKey = tuple[int, str, int, bool]
@@ -51,6 +54,21 @@ class Runs:
             {"id": run_id},
             {"status": status, "finished_at": _now(), "stop_reason": stop_reason},
         )
+
+    def merge_env(self, run_id: str, key: str, node: str, value: Any) -> None:
+        """Set ``env[key][node]`` in the run's stored environment (what a node's pre-flight
+        learned, e.g. the kubelet builds its arms run). Nodes of a fleet run in threads of
+        one process: the lock keeps one node's read-modify-write from losing another's."""
+        with _ENV_LOCK:
+            row = self.store.run_row(run_id)
+            try:
+                env = json.loads(row["env_json"] or "{}")
+            except ValueError:
+                env = {}
+            env = env if isinstance(env, dict) else {}
+            part = env.get(key)
+            env[key] = {**(part if isinstance(part, dict) else {}), node: value}
+            self.store.update("runs", {"id": run_id}, {"env_json": json.dumps(env, default=str)})
 
     def reopen(self, run_id: str) -> None:
         """A resumed run is running again, with no stop reason."""

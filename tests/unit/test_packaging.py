@@ -59,3 +59,17 @@ def test_pip_install_into_clean_venv_works_from_another_directory(tmp_path: Path
     ).stdout.strip()
     assert str(venv) in where and (Path(where) / "nodes" / "lab.yaml").is_file()
     assert (Path(where) / "agc-sweep.yaml").is_file()
+    series = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import abtest.config.kubelet_series as k; "
+            "s = k.load_series(k.parse_build_name('v1.36.3+agc', 'test')); "
+            "print(s.folder, len(s.patches))",
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert str(venv) in series[0] and int(series[1]) == 5  # the shipped series, all patches

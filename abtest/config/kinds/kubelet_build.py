@@ -1,5 +1,6 @@
-"""``kubelet_build``: which kubelet binary the node runs: ``node`` (its own), a release the lab
-builds (``v1.35.4``: ``<kubelet.builds_dir>/v1.35.4/kubelet`` on the node), or a path on it."""
+"""``kubelet_build``: which kubelet binary the node runs: ``node`` (its own), a build the lab
+places (a release ``v1.35.4`` or a release and patch series ``v1.36.3+agc``: the file
+``<kubelet.builds_dir>/<build>/kubelet`` on the node), or a path on it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from abtest.config.domain import NODE_KUBELET, FactorValue, parse_release
+from abtest.config.domain import NODE_KUBELET, FactorValue
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
+from abtest.config.kubelet_series import parse_build_name
 from abtest.config.yaml_checks import Fields
 from abtest.errors import UserError
 
@@ -62,7 +64,10 @@ class KubeletBuild(FactorKind):
 
 def _build(f: Fields, key: str) -> str:
     value = required(f, key)
-    todo = "node (the node's own kubelet), a release such as v1.35.4, or an absolute path"
+    todo = (
+        "node (the node's own kubelet), a release such as v1.35.4, a release and a patch "
+        "series such as v1.36.3+agc, or an absolute path"
+    )
     if not isinstance(value, str) or not value:
         raise f.error(key, f"a kubelet build must be a string, got {value!r}", todo)
     if value == NODE_KUBELET:
@@ -71,7 +76,7 @@ def _build(f: Fields, key: str) -> str:
         if not SAFE_NODE_PATH.fullmatch(value) or "/../" in value or value.endswith("/.."):
             raise f.error(key, f"invalid path on the node {value!r}", "letters, digits, . _ / + -")
         return value
-    return parse_release(value, f.where(key)).version
+    return parse_build_name(value, f.where(key), paths=False).name
 
 
 KIND = KubeletBuild()

@@ -133,8 +133,10 @@ def test_builds_with_different_off_levels_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("level", "words"),
     [
-        ("v1.36", "is not a Kubernetes release"),
-        ("relative/kubelet", "is not a Kubernetes release"),
+        ("v1.36", "is neither a kubelet release nor a release"),
+        ("relative/kubelet", "is neither a kubelet release nor a release"),
+        ("v1.36.3+Agc", "is not a series name"),
+        ("v1.36.3+./my-series", "a series folder cannot be named here"),
         ('"/opt/k;rm -rf /"', "invalid path on the node"),
         ("/opt/../etc/kubelet", "invalid path on the node"),
         ("5", "must be a string"),

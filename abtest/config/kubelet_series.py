@@ -1,0 +1,255 @@
+"""Kubelet builds named ``RELEASE`` or ``RELEASE+SERIES``, and the patch series they carry.
+
+A patch series is data (``kubelet-patches/NAME/`` in the repository, or a user's folder): a
+``series.yaml`` naming the upstream release the patches are made against, and unified diffs
+(``*.patch``, git format-patch style) applied in the order of their file names. A build of a
+series is named ``v1.36.3+agc``: the release, then the series' name. A user's own series is
+named by its folder path after the ``+`` (``v1.36.3+./my-series``); the build is then named
+after the folder (``v1.36.3+my-series``), which is what a catalog's ``kubelet_build`` level and
+the node's ``kubelet --version`` say.
+
+Everything here is checked before anything is copied or built: the series' release, that every
+patch is a diff, the gates the patches register (a gate upstream already has is a clash).
+Whether each patch applies is for the lab's builder, which has the release's source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from abtest.config.datafiles import data_dir
+from abtest.config.domain import Release, parse_release
+from abtest.config.yaml_input import load_yaml_file, read_text
+from abtest.errors import UserError
+
+SERIES_FILE = "series.yaml"
+# a series name is a path segment on the node and a semver build-metadata tag in `--version`
+_SERIES_NAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,38}[a-z0-9])?")
+_RELEASE_SHAPE = re.compile(r"v?\d{1,3}\.\d{1,3}\.\d{1,3}")
+_PATCH_SUFFIXES = (".patch", ".diff")
+# files a series folder may hold besides its patches
+_NOT_PATCHES = {SERIES_FILE, "README.md", "README"}
+# a feature gate a patch registers in pkg/features: `+\tName featuregate.Feature = "Name"`
+_ADDED_GATE = re.compile(r'^\+\s*([A-Z][A-Za-z0-9]+)\s+featuregate\.Feature\s*=\s*"\1"', re.M)
+_GATE_CONST = re.compile(r'^\s*([A-Z][A-Za-z0-9]+)\s+featuregate\.Feature\s*=\s*"\1"', re.M)
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
+_FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
+SERIES_TODO = (
+    "a series folder holds series.yaml (release: vX.Y.Z) and unified diffs named "
+    "NNNN-what.patch, applied in name order; see kubelet-patches/README.md"
+)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One unified diff of a series."""
+
+    file: str
+    sha256: str
+    files: tuple[str, ...]  # the source files it changes
+    gates: tuple[str, ...]  # the feature gates it registers
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.file, "sha256": self.sha256, "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class PatchSeries:
+    """A loaded, checked series: its patches in order and a digest of their content."""
+
+    name: str
+    folder: Path
+    release: Release
+    patches: tuple[Patch, ...]
+
+    @property
+    def digest(self) -> str:
+        """Changes when any patch, the order or the release changes (the build cache's key)."""
+        h = hashlib.sha256(self.release.version.encode())
+        for p in self.patches:
+            h.update(f"\0{p.file}\0{p.sha256}".encode())
+        return h.hexdigest()
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        return tuple(g for p in self.patches for g in p.gates)
+
+    def patch_paths(self) -> list[Path]:
+        return [self.folder / p.file for p in self.patches]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "series": self.name,
+            "release": self.release.version,
+            "digest": self.digest,
+            "patches": [p.to_dict() for p in self.patches],
+        }
+
+
+@dataclass(frozen=True)
+class BuildName:
+    """A kubelet build: a release, or a release plus a series (by name or by folder)."""
+
+    release: Release
+    series: str | None = None  # the series' name (the folder's name for a path)
+    folder: Path | None = None  # where the series is (None: a plain release)
+
+    @property
+    def name(self) -> str:
+        return self.release.version + (f"+{self.series}" if self.series else "")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def series_root() -> Path:
+    """The shipped series (``kubelet-patches/`` in a checkout, ``abtest/kubelet-patches``
+    in a wheel)."""
+    return data_dir("kubelet-patches")
+
+
+def shipped_series() -> list[str]:
+    root = series_root()
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if (d / SERIES_FILE).is_file())
+
+
+def parse_build_name(text: str, where: str, *, paths: bool = True) -> BuildName:
+    """``v1.36.3``, ``v1.36.3+agc`` (a shipped series, or one placed under that name) or,
+    where ``paths``, ``v1.36.3+./folder`` / ``v1.36.3+/abs/folder`` (a user's series)."""
+    release_text, plus, series = text.partition("+")
+    if not _RELEASE_SHAPE.fullmatch(release_text):
+        raise UserError(
+            f"{text!r} is neither a kubelet release nor a release+series",
+            where,
+            "name a release (v1.36.3) or a release and a patch series (v1.36.3+agc"
+            + (", or v1.36.3+./my-series for a series folder" if paths else "")
+            + ")",
+        )
+    release = parse_release(release_text, where)  # says why a release-shaped name is refused
+    if not plus:
+        return BuildName(release)
+    if "/" in series:
+        if not paths:
+            raise UserError(
+                f"{text!r}: a series folder cannot be named here",
+                where,
+                "place the build with `abtest lab kubelets RELEASE+./FOLDER`, then name it "
+                "RELEASE+FOLDERNAME",
+            )
+        folder = Path(series).expanduser().resolve()
+        return BuildName(release, _checked_name(folder.name, text, where), folder)
+    name = _checked_name(series, text, where)
+    shipped = series_root() / name
+    return BuildName(release, name, shipped if (shipped / SERIES_FILE).is_file() else None)
+
+
+def _checked_name(name: str, text: str, where: str) -> str:
+    if not _SERIES_NAME.fullmatch(name):
+        raise UserError(
+            f"{text!r}: {name!r} is not a series name",
+            where,
+            "a series name is 1-40 lower-case letters, digits, '.' and '-', starting and "
+            "ending with a letter or digit",
+        )
+    return name
+
+
+def load_series(build: BuildName) -> PatchSeries:
+    """The series a build names, checked whole; one error naming the folder or file."""
+    if build.series is None:
+        raise UserError(f"{build} names no patch series", "kubelet build")
+    folder = build.folder
+    if folder is None:
+        raise UserError(
+            f"unknown patch series {build.series!r}",
+            str(build),
+            f"use a shipped series ({', '.join(shipped_series()) or 'none'}) or a folder path "
+            f"after the '+', e.g. {build.release}+./my-series",
+        )
+    if not folder.is_dir() or not (folder / SERIES_FILE).is_file():
+        raise UserError(f"no {SERIES_FILE} in {folder}", str(build), SERIES_TODO)
+    release = _series_release(folder)
+    if release != build.release:
+        raise UserError(
+            f"series {build.series} is made for {release}, not {build.release}",
+            str(folder / SERIES_FILE),
+            f"build it as {release}+{build.series}, or port its patches to {build.release}",
+        )
+    patches = tuple(_read_patch(p) for p in _patch_files(folder))
+    if not patches:
+        raise UserError(f"series folder {folder} has no patches", str(build), SERIES_TODO)
+    seen: dict[str, str] = {}
+    for p in patches:
+        for gate in p.gates:
+            if gate in seen:
+                raise UserError(
+                    f"feature gate {gate} is registered by both {seen[gate]} and {p.file}",
+                    str(folder),
+                    "register each gate in one patch",
+                )
+            seen[gate] = p.file
+    return PatchSeries(build.series, folder, release, patches)
+
+
+def _series_release(folder: Path) -> Release:
+    where = str(folder / SERIES_FILE)
+    doc = load_yaml_file(folder / SERIES_FILE, "series file")
+    if not isinstance(doc, dict):
+        raise UserError("not a mapping", where, "write `release: vX.Y.Z`")
+    unknown = sorted(set(doc) - {"release", "description"})
+    if unknown:
+        raise UserError(f"unknown key {unknown[0]!r}", where, "keys: release, description")
+    value = doc.get("release")
+    if not isinstance(value, str):
+        raise UserError("release must name the upstream release, e.g. v1.36.3", where)
+    return parse_release(value, f"{where}: release")
+
+
+def _patch_files(folder: Path) -> list[Path]:
+    found = []
+    for path in sorted(folder.iterdir()):
+        if path.name in _NOT_PATCHES or path.name.startswith("."):
+            continue
+        if not path.is_file() or path.is_symlink() or not path.name.endswith(_PATCH_SUFFIXES):
+            raise UserError(
+                f"{path.name} is not a patch (a regular file named *.patch or *.diff)",
+                str(folder),
+                SERIES_TODO,
+            )
+        found.append(path)
+    return found
+
+
+def _read_patch(path: Path) -> Patch:
+    text = read_text(path, "patch")
+    raw = text.encode()
+    files = tuple(dict.fromkeys(f for f in _FILE_HEADER.findall(text) if f != "/dev/null"))
+    if not files or not _HUNK.search(text) or "\0" in text:
+        raise UserError(
+            "not a unified diff (no '+++ b/FILE' header or no '@@' hunk)", str(path), SERIES_TODO
+        )
+    for f in files:
+        if f.startswith("/") or ".." in f.split("/"):
+            raise UserError(f"changes {f!r}, outside the source tree", str(path))
+    gates = tuple(dict.fromkeys(_ADDED_GATE.findall(text)))
+    return Patch(path.name, hashlib.sha256(raw).hexdigest(), files, gates)
+
+
+def upstream_gates(features_go: str) -> set[str]:
+    """The gates a release's pkg/features/kube_features.go declares."""
+    return set(_GATE_CONST.findall(features_go))
+
+
+def gate_clashes(series: PatchSeries, upstream: set[str]) -> list[str]:
+    """One line per gate of the series that the release already has."""
+    return [
+        f"{p.file} registers feature gate {g}, which {series.release} already has"
+        for p in series.patches
+        for g in p.gates
+        if g in upstream
+    ]

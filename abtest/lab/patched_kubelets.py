@@ -1,0 +1,212 @@
+"""Kubelets of a release plus a patch series (``v1.36.3+agc``), built from the Go module proxy.
+
+The release's module source (``k8s.io/kubernetes@vX.Y.Z`` in the Go module cache) is copied to
+a work tree, the series' patches are applied to the copy in order with ``git apply`` (each
+checked first: a patch that does not apply stops everything, naming its first failing hunk),
+and the kubelet is built from the copy through the release's throwaway module (the staging
+modules pinned as for the upstream build) with ``k8s.io/kubernetes`` replaced by the copy.
+``-trimpath`` keeps the Go build cache valid across copies, so a rebuild after one patch
+changed compiles only the packages that patch reaches.
+
+The binary is stamped with the build's name (``kubelet --version`` and the node's
+``nodeInfo.kubeletVersion`` say ``v1.36.3+agc``) and cached by the series' content digest: an
+unchanged series is never rebuilt, a changed patch always is. Beside it, ``source.json`` records
+what it was built from (release, series, every patch's sha256); placing the build copies both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from abtest.config.kubelet_series import PatchSeries, gate_clashes, upstream_gates
+from abtest.errors import LabError, UserError
+from abtest.lab.binaries import (
+    build_dir,
+    cache_root,
+    go_build,
+    kubernetes_module,
+    ldflags,
+    run_go,
+)
+from abtest.lab.build_progress import BuildProgress
+
+SOURCE_FILE = "source.json"
+_FAILED_HUNK = re.compile(r"^error: patch failed: (\S+):(\d+)$", re.M)
+_ERROR = re.compile(r"^error: (.+)$", re.M)
+
+
+def build_name(series: PatchSeries) -> str:
+    return f"{series.release}+{series.name}"
+
+
+def cached_dir(series: PatchSeries) -> Path:
+    """Where this exact series' kubelet is cached: by build name and content digest."""
+    return cache_root() / "bin" / f"kubelet-{build_name(series)}-{series.digest[:16]}"
+
+
+def is_built(series: PatchSeries) -> bool:
+    d = cached_dir(series)
+    return os.access(d / "kubelet", os.X_OK) and (d / SOURCE_FILE).is_file()
+
+
+def ensure_patched_kubelet(
+    series: PatchSeries, say: Callable[[str], None] = print, live: bool | None = None
+) -> Path:
+    """The cached directory holding this series' kubelet and source.json (built if missing)."""
+    out = cached_dir(series)
+    if is_built(series):
+        return out
+    if shutil.which("go") is None or shutil.which("git") is None:
+        raise LabError("building a patched kubelet needs Go (>= 1.24) and git on this machine")
+    name = build_name(series)
+    say(f"building kubelet {name} ({len(series.patches)} patches) into {out}")
+    progress = BuildProgress.plan(
+        ["modules", "patches", "kubelet+series"], say, cache_root() / "build-times.json", live
+    )
+    with progress.display():
+        with progress.step("modules"):
+            base = kubernetes_module(series.release, ["kubelet"], progress)
+            source = _module_source(series, base, progress)
+        with progress.step("patches"):
+            tree = patched_tree(series, source)
+        with progress.step("kubelet+series"):
+            module = _series_module(series, base, tree)
+            out.mkdir(parents=True, exist_ok=True)
+            go_build(
+                module,
+                "k8s.io/kubernetes/cmd/kubelet",
+                out / "kubelet",
+                progress,
+                ldflags(series.release, name),
+            )
+    record = {"build": name, **series.to_dict(), "go": _go_version()}
+    tmp = out / f".{SOURCE_FILE}.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(out / SOURCE_FILE)
+    for line in progress.summary(out, ["kubelet"], cache_root() / "build"):
+        say(line)
+    return out
+
+
+def go_test_series(
+    series: PatchSeries, say: Callable[[str], None] = print, live: bool | None = None
+) -> list[str]:
+    """The series' own checks on its patched source: gofmt of every Go file it touches, then
+    `go vet` and `go test` of every package it touches. Returns go test's per-package lines
+    (``ok k8s.io/kubernetes/pkg/kubelet/status 12.3s``); a failure is a LabError with the tail."""
+    if shutil.which("go") is None or shutil.which("git") is None:
+        raise LabError("testing a patch series needs Go (>= 1.24) and git on this machine")
+    go_files = sorted({f for p in series.patches for f in p.files if f.endswith(".go")})
+    packages = sorted({"k8s.io/kubernetes/" + str(Path(f).parent) for f in go_files})
+    progress = BuildProgress.plan(
+        ["modules", "patches", "go vet", "go test"], say, cache_root() / "build-times.json", live
+    )
+    with progress.display():
+        with progress.step("modules"):
+            base = kubernetes_module(series.release, ["kubelet"], progress)
+            source = _module_source(series, base, progress)
+        with progress.step("patches"):
+            tree = patched_tree(series, source)
+            module = _series_module(series, base, tree)
+            present = [f for f in go_files if (tree / f).is_file()]
+            unformatted = run_go_tool(["gofmt", "-l", *present], tree)
+            if unformatted.strip():
+                raise LabError(f"gofmt: not formatted: {' '.join(unformatted.split())}")
+        with progress.step("go vet"):
+            run_go(["vet", "-trimpath", *packages], module, progress)
+        with progress.step("go test"):
+            out = run_go(["test", "-trimpath", "-count=1", *packages], module, progress)
+    return [line for line in out.splitlines() if line.startswith(("ok ", "ok\t", "---", "FAIL"))]
+
+
+def run_go_tool(argv: list[str], cwd: Path) -> str:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise LabError(f"`{argv[0]}` failed: {done.stderr.strip()[-400:]}")
+    return done.stdout
+
+
+def _module_source(series: PatchSeries, base: Path, progress: BuildProgress) -> Path:
+    """The release's k8s.io/kubernetes source in the Go module cache (read-only)."""
+    listed = run_go(
+        ["mod", "download", "-json", f"k8s.io/kubernetes@{series.release}"], base, progress
+    )
+    found = re.search(r'"Dir":\s*"([^"]+)"', listed)
+    if found is None or not Path(found.group(1)).is_dir():
+        raise LabError(f"`go mod download k8s.io/kubernetes@{series.release}` named no source")
+    return Path(found.group(1))
+
+
+def patched_tree(series: PatchSeries, source: Path) -> Path:
+    """A writable copy of the release's source with every patch applied, in order; a clash
+    with an upstream gate or a patch that does not apply is one UserError, nothing built."""
+    features = source / "pkg" / "features" / "kube_features.go"
+    clashes = gate_clashes(series, upstream_gates(features.read_text()))
+    if clashes:
+        raise UserError(
+            clashes[0],
+            str(series.folder),
+            "rename the gate: a series may not re-register one of the release's own gates",
+        )
+    tree = build_dir(f"src-{build_name(series)}")
+    shutil.rmtree(tree)
+    shutil.copytree(source, tree, symlinks=True, copy_function=shutil.copyfile)
+    for root, dirs, _files in os.walk(tree):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    for patch in series.patch_paths():
+        _apply(patch, tree, series)
+    return tree
+
+
+def _apply(patch: Path, tree: Path, series: PatchSeries) -> None:
+    # the ceiling keeps git from finding a repository above the tree and applying there
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
+    for check in (True, False):
+        done = subprocess.run(
+            ["git", "apply", *(["--check"] if check else []), "--whitespace=nowarn", str(patch)],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise UserError(
+                f"does not apply to k8s.io/kubernetes {series.release}: {_first_failure(done)}",
+                str(patch),
+                f"rebase the patch on {series.release} (patches apply in file-name order, each "
+                "on top of the ones before it)",
+            )
+
+
+def _first_failure(done: subprocess.CompletedProcess[str]) -> str:
+    hunk = _FAILED_HUNK.search(done.stderr)
+    if hunk:
+        return f"first failing hunk at {hunk.group(1)} line {hunk.group(2)}"
+    other = _ERROR.search(done.stderr)
+    if other:
+        return other.group(1)
+    return (done.stderr.strip().splitlines() or ["git apply failed"])[0]
+
+
+def _series_module(series: PatchSeries, base: Path, tree: Path) -> Path:
+    """The release's throwaway module with k8s.io/kubernetes replaced by the patched tree."""
+    module = build_dir(f"k8s-{build_name(series)}")
+    go_mod = (base / "go.mod").read_text()
+    (module / "go.mod").write_text(
+        go_mod.rstrip("\n") + f"\n\nreplace k8s.io/kubernetes => {tree}\n"
+    )
+    shutil.copyfile(base / "go.sum", module / "go.sum")
+    return module
+
+
+def _go_version() -> str:
+    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
