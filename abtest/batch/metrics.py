@@ -42,6 +42,11 @@ COUNTERS: tuple[str, ...] = (
     # the kubelet's own API requests by method and code (client-go): what a setting takes off
     # the API server, e.g. the event writes a lower eventRecordQPS holds back
     "rest_client_requests_total",
+    # the agc patch series' own counters (kubelet-patches/agc): whether each gate's mechanism
+    # engaged in a round (absent from an upstream kubelet, so no delta there)
+    "kubelet_pod_status_sync_retries_total",
+    "kubelet_cgroup_manager_systemd_units_created_with_resources_total",
+    "kubelet_cgroup_manager_libcontainer_managers_built_total",
 )
 
 Key = tuple[str, str]  # (metric, canonical labels)

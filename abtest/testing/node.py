@@ -32,7 +32,7 @@ from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.batch.spec import RoundSpec
-from abtest.config.domain import Release, Scalar, release_of
+from abtest.config.domain import Release, Scalar, build_version_of, release_of
 from abtest.config.playbook import Generator, NodeProfile
 from abtest.engine.nodekit import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
@@ -42,6 +42,16 @@ from abtest.node.signals import SignalGuard, sleep
 from abtest.store.db import Store
 
 ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
+#: what a fake patched build (a path naming vX.Y.Z+agc) knows besides: the agc series' gates
+AGC_GATES = frozenset(
+    {
+        "KubeletQOSCgroupUpdateCoalescing",
+        "KubeletParallelPodStatusSync",
+        "KubeletPodStatusRetry",
+        "KubeletSystemdCgroupCreateWithResources",
+        "KubeletCgroupControllerReuse",
+    }
+)
 HOLD_CAP_S = 120.0  # a hold nobody stops ends here (and the test fails on the record)
 STEP_S = 0.02
 
@@ -284,13 +294,17 @@ class FakeKit:
     def ensure_namespace(self, cluster: Any, namespace: str) -> None:
         cluster.node.record(f"namespace {namespace}")
 
-    # asked only by a sweep with kubelet_build arms: a binary's release is in its path
-    # (.../v1.35.4/kubelet), the node's own is v1.36.3; every build knows every gate
+    # asked only by a sweep with kubelet_build arms: a binary's build is in its path
+    # (.../v1.35.4/kubelet, .../v1.36.3+agc/kubelet), the node's own is v1.36.3; every build
+    # knows every gate, and a patched one carries a source record
     def kubelet_builds(self, profile: NodeProfile, paths: list[str]) -> dict[str, Any]:
         out = {}
         for p in paths:
             release = release_of(p) or Release(1, 36, 3)
-            out[p] = KubeletBuild(p, f"Kubernetes {release}", release, ALL_GATES)
+            version = build_version_of(p) or release.version
+            source = {"series": version.split("+")[1]} if "+" in version else None
+            gates = ALL_GATES | (AGC_GATES if version.endswith("+agc") else frozenset())
+            out[p] = KubeletBuild(p, f"Kubernetes {version}", release, gates, source)
         return out
 
     def api_server_version(self, cluster: Any) -> str | None:
@@ -298,7 +312,7 @@ class FakeKit:
 
     def kubelet_version(self, cluster: Any, node_name: str) -> str:
         node = self.nodes[node_name]
-        return node.stuck_at or str(release_of(node.binary or "") or "v1.36.3")
+        return node.stuck_at or build_version_of(node.binary or "") or "v1.36.3"
 
     # NodeKit asks these only for an arm with a runtime class, which a FakeKit sweep has not
     # (a test that needs them subclasses this fake)

@@ -352,3 +352,48 @@ def test_an_init_that_outlives_nspawn_is_still_tracked_and_stopped_by_its_pid(
     node_json = _status()["systemd_node"]
     assert node_json["init_pid"] == init and node_json["nspawn_pid"] is None
     assert node_json["units"]["kubelet"] == "active"
+
+
+# --- the patched kubelet on the systemd driver -------------------------------------------
+
+SYSTEMD_GATES = ("KubeletSystemdCgroupCreateWithResources", "KubeletCgroupControllerReuse")
+WITH_RESOURCES = "kubelet_cgroup_manager_systemd_units_created_with_resources_total"
+MANAGERS_BUILT = "kubelet_cgroup_manager_libcontainer_managers_built_total"
+
+
+def _metric(s: Store, run_id: str, arm: str, metric: str, labels: str = "") -> float:
+    rows = s.query(
+        "SELECT m.delta_count, m.labels FROM metric_deltas m JOIN rounds r ON r.id = m.round_id "
+        "WHERE r.run_id = ? AND r.arm = ? AND m.metric = ?",
+        (run_id, arm, metric),
+    )
+    return sum(float(r["delta_count"] or 0) for r in rows if labels in str(r["labels"]))
+
+
+def test_the_two_systemd_gates_of_the_agc_build_engage_on_the_systemd_driver(
+    sd: NodeProfile, tmp_path: Path
+) -> None:
+    """The agc build placed in the systemd node (builds_dir /var/lib/abtest-kubelets), its two
+    cgroup gates swept alone and together on kubeadm's systemd-driver kubelet: the pod units
+    are created carrying their resources only where the first gate is on, and the second gate
+    builds fewer libcontainer managers (the QoS and pod cgroups keep the manager their create
+    built)."""
+    placed = _abtest("lab", "kubelets", "v1.36.3+agc", timeout=3600)
+    assert placed.returncode == 0, placed.stdout[-2000:] + placed.stderr[-2000:]
+    assert f"in {sdnode.NAME} at {sdnode.BUILDS_DIR}/v1.36.3+agc/kubelet" in placed.stdout
+    db = tmp_path / "sd.sqlite"
+    proc = _abtest(
+        "gates", *SYSTEMD_GATES, "--all", "--catalog", "agc", "--kubelet-build", "v1.36.3+agc",
+        "--profile", str(sdnode.SystemdNode(Paths()).profile), "--rounds", "1", "--sizes", "10",
+        "--db", str(db), "--json", timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_id = json.loads(proc.stdout)["run_id"]
+    with Store(db) as s:
+        for arm in ("baseline", f"+{SYSTEMD_GATES[1]}"):
+            assert _metric(s, run_id, arm, WITH_RESOURCES) == 0, arm
+        for arm in (f"+{SYSTEMD_GATES[0]}", "combined"):
+            assert _metric(s, run_id, arm, WITH_RESOURCES) >= 10, arm
+        reused = _metric(s, run_id, f"+{SYSTEMD_GATES[1]}", MANAGERS_BUILT, "update")
+        rebuilt = _metric(s, run_id, "baseline", MANAGERS_BUILT, "update")
+        assert rebuilt >= 10 and reused < rebuilt / 2, (reused, rebuilt)

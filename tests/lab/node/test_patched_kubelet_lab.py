@@ -43,7 +43,9 @@ VENDOR = (
 IN_FLIGHT = "kubelet_pod_status_syncs_in_flight"
 
 
-def _abtest(*args: str, timeout: float = 1200, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def _abtest(
+    *args: str, timeout: float = 1200, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "abtest", *args],
         cwd=cwd,
@@ -176,13 +178,13 @@ class MetricWatcher(threading.Thread):
             self.versions.setdefault(tag, set()).add(node.status.node_info.kubelet_version)
 
 
-def _counter(store: Store, run_id: str, arm: str, metric: str) -> float:
+def _counter(store: Store, run_id: str, arm: str, metric: str, labels: str = "") -> float:
     rows = store.query(
-        "SELECT m.delta_count FROM metric_deltas m JOIN rounds r ON r.id = m.round_id "
+        "SELECT m.delta_count, m.labels FROM metric_deltas m JOIN rounds r ON r.id = m.round_id "
         "WHERE r.run_id = ? AND r.arm = ? AND m.metric = ?",
         (run_id, arm, metric),
     )
-    return sum(float(r[0] or 0) for r in rows)
+    return sum(float(r[0] or 0) for r in rows if labels in str(r[1]))
 
 
 def test_the_agc_catalog_runs_on_the_patched_build_every_gate_verified(
@@ -227,6 +229,13 @@ def test_the_agc_catalog_runs_on_the_patched_build_every_gate_verified(
         assert _counter(store, run_id, "baseline", QOS_UPDATES) == _counter(
             store, run_id, "baseline", QOS_REQUESTS
         )
+        # reused managers: the QoS and pod cgroups' updates build none anew
+        reused = _counter(store, run_id, "+KubeletCgroupControllerReuse", MANAGERS_BUILT, "update")
+        rebuilt = _counter(store, run_id, "baseline", MANAGERS_BUILT, "update")
+        assert rebuilt >= 20 and reused < rebuilt / 2, (reused, rebuilt)
+        # the lab node's cgroupfs driver: the systemd gate has nothing to act on
+        for arm in arms:
+            assert _counter(store, run_id, arm, WITH_RESOURCES) == 0, arm
     # every round ran under the build; only the parallel arms had several syncs in flight
     # the watcher's round tags in the order it first saw them are the rounds in time order
     arms_in_order = _round_arms(db, run_id)
@@ -259,3 +268,5 @@ def _round_arms(db: Path, run_id: str) -> list[str]:
 
 QOS_REQUESTS = "kubelet_qos_cgroup_update_requests_total"
 QOS_UPDATES = "kubelet_qos_cgroup_updates_total"
+MANAGERS_BUILT = "kubelet_cgroup_manager_libcontainer_managers_built_total"
+WITH_RESOURCES = "kubelet_cgroup_manager_systemd_units_created_with_resources_total"

@@ -43,11 +43,12 @@ def test_profile_differs_from_the_shipped_one_only_in_how_the_node_is_reached(
         if line[:1] in "-+" and not line[2:].startswith("#")
     ]
     for line in changed:
-        assert line.lstrip(" ").startswith((*(r.strip() for r in REACH), "key:")), line
+        # how the node is reached, and where `lab kubelets` places builds in it
+        assert line.lstrip(" ").startswith((*(r.strip() for r in REACH), "key:", "builds_dir:"))
     path = tmp_path / "profile.yaml"
     path.write_text(text)
     ours, theirs = parse_profile(path), load_profile("kubeadm-systemd")
-    reach = {"name", "source", "node_name", "kubeconfig", "ssh", "text"}
+    reach = {"name", "source", "node_name", "kubeconfig", "ssh", "text", "kubelet_builds_dir"}
     for f in fields(NodeProfile):
         if f.name not in reach:
             assert getattr(ours, f.name) == getattr(theirs, f.name), f.name
@@ -56,6 +57,7 @@ def test_profile_differs_from_the_shipped_one_only_in_how_the_node_is_reached(
     assert ours.ssh.key_file == str(node.ssh / "client_ed25519") and not ours.ssh.use_agent
     assert ours.ssh.known_hosts == str(node.ssh / "known_hosts")
     assert ours.kubeconfig == str(node.paths.kubeconfig)
+    assert ours.kubelet_builds_dir == sdnode.BUILDS_DIR and theirs.kubelet_builds_dir is None
 
 
 def test_kubelet_files_are_kubeadms() -> None:

@@ -5,6 +5,7 @@ per-arm reading of a binary (version, the gates its --help lists)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -289,3 +290,84 @@ def test_a_build_that_does_not_take_fails_its_arm_naming_both_versions(tmp_path:
     why = outcome.failed_arms["+kubelet-v1.35.4"]
     assert "reports kubelet v1.36.3 after the restart, not its build's v1.35.4" in why
     assert not node.pending  # restored at the end
+
+
+# --- one build for every arm (--kubelet-build) --------------------------------------------
+
+AGC = "v1.36.3+agc"
+AGC_PATH = f"/var/lib/abtest-lab/kubelets/{AGC}/kubelet"
+
+
+def _agc_plan(store: Store) -> tuple[SweepPlan, str]:
+    plan = build_plan(
+        PlanOptions(
+            playbook="lab-sweep",
+            catalog="agc",
+            factors=("KubeletParallelPodStatusSync", "KubeletPodStatusRetry"),
+            design="gates-all",
+            rounds=1,
+            sizes=(5,),
+            seed=3,
+            kubelet_build=AGC,
+        )
+    )
+    return plan, new_run(store, "sweep", command="test", node_name=NODE, plan=plan.to_dict())
+
+
+def test_kubelet_build_puts_every_arm_on_the_build_and_records_its_source(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.sqlite") as store:
+        plan, run_id = _agc_plan(store)
+        assert {a.kubelet_binary for a in plan.arms} == {AGC}
+        node = FakeNode(NODE)
+        worker = NodeSweep(
+            plan, plan.profiles[0], store, run_id, SweepOptions(), lambda *_: None,
+            threading.Event(), FakeKit(node),
+        )  # fmt: skip
+        outcome = worker.run()
+        env = store.run_row(run_id)["env_json"]
+    assert outcome.status == "finished" and outcome.failed_arms == {}
+    # every visit runs the build (no visit the node's own), and the node is restored at the end
+    swaps = [c for c in node.calls if c.startswith("binary ")]
+    assert swaps == [f"binary {AGC_PATH}"] * len(plan.arms)
+    assert not node.pending
+    assert set(worker.expected_kubelet.values()) == {AGC}  # the whole version, not v1.36.3
+    records = json.loads(env)["kubelet_builds"][NODE]
+    assert set(records) == {a.name for a in plan.arms}
+    assert records["baseline"] == {"path": AGC_PATH, "version": AGC, "source": {"series": "agc"}}
+
+
+def test_a_patched_build_whose_node_reports_only_the_release_fails_its_arms(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "r.sqlite") as store:
+        plan, run_id = _agc_plan(store)
+        node = FakeNode(NODE)
+        node.stuck_at = "v1.36.3"  # the upstream kubelet of the same release still runs
+        worker = NodeSweep(
+            plan, plan.profiles[0], store, run_id, SweepOptions(), lambda *_: None,
+            threading.Event(), FakeKit(node),
+        )  # fmt: skip
+        outcome = worker.run()
+    assert set(outcome.failed_arms) == {a.name for a in plan.arms}
+    assert (
+        f"reports kubelet v1.36.3 after the restart, not its build's {AGC}"
+        in (outcome.failed_arms["baseline"])
+    )
+    assert not node.pending
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        ("v1.36.3+./agc", "a series folder cannot be named here"),
+        ("agc", "neither a kubelet release nor a release"),
+    ],
+)
+def test_a_bad_kubelet_build_option_is_one_error(build: str, says: str) -> None:
+    with pytest.raises(UserError, match=says):
+        build_plan(PlanOptions(playbook="lab-sweep", catalog="agc", kubelet_build=build))
+
+
+def test_kubelet_build_with_a_build_factor_is_refused() -> None:
+    with pytest.raises(UserError, match="already runs its own kubelet build"):
+        build_plan(PlanOptions(playbook="lab-releases", rounds=1, kubelet_build=AGC))
