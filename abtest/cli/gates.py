@@ -13,6 +13,7 @@ from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config import numbers as num
 from abtest.config.catalog import load_catalog
+from abtest.config.locations import redact_argv
 
 
 def gates(
@@ -108,7 +109,7 @@ def gates(
         fail_fast=fail_fast,
         accept_new_host_key=accept_new_host_key,
         break_lock=break_lock,
-        command=shlex.join(["abtest", *sys.argv[1:]]),
+        command=shlex.join(["abtest", *redact_argv(sys.argv[1:])]),  # no --db password
         until_resolved=until_resolved,
         max_rounds=max_rounds,
         precision=precision,

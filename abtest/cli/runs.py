@@ -145,9 +145,9 @@ def import_(
     source: Annotated[Path, typer.Argument(metavar="FILE", help="A `runs export` file.")],
     db: o.Db = None,
 ) -> None:
-    """Add the file's runs to the database (a run it already has is left as it is)."""
+    """Add the file's runs to the database, all or none: the file is checked against the
+    database's schema first (one error line per bad value, naming its JSON path), and a run
+    id the database already has refuses the file (a stored run is never changed)."""
     done = import_from_file(db, source)
     for run_id in done.added:
         console.print(f"imported {run_id}", highlight=False)
-    for run_id in done.skipped:
-        console.print(f"already there: {run_id} (left as it is)", highlight=False)
