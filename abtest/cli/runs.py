@@ -105,7 +105,7 @@ def _print_detail(d: dict[str, Any]) -> None:
             [
                 (
                     a["name"],
-                    ", ".join(f"{k}={v}" for k, v in a["settings"].items()) or "(node as is)",
+                    _settings(a["settings"]),
                     a["status"] + (f": {a['failure']}" if a["failure"] else ""),
                 )
                 for a in d["arms"]
@@ -117,6 +117,12 @@ def _print_detail(d: dict[str, Any]) -> None:
             ["arm", "size", "accepted / all"],
             [(r["arm"], r["size"], f"{r['accepted']}/{r['rounds']}") for r in d["rounds"]],
         )
+
+
+def _settings(settings: Any) -> str:
+    if not isinstance(settings, dict):  # junk left by a hand edit: shown as stored
+        return f"(not a JSON object: {str(settings)[:60]!r})"
+    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "(node as is)"
 
 
 @app.command("export")
