@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from abtest.config.paths import write_output
 from abtest.errors import UserError
 from abtest.results import Results
 from abtest.store.db import DbTarget, Store
@@ -19,9 +20,8 @@ def export_to_file(db: DbTarget, run_ids: list[str] | None, out: Path) -> int:
     """Write the runs (all when none are named) to ``out``; returns how many."""
     with Store(db) as store:
         document = export_runs(store, run_ids or None)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(document, sort_keys=True, default=str))
-    tmp.replace(out)  # never half a file where the export was asked for
+    # atomic, and only over a regular file (never a device, a link or a FIFO)
+    write_output(out, json.dumps(document, sort_keys=True, default=str), "--out")
     return len(document["runs"])
 
 
