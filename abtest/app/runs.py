@@ -36,17 +36,21 @@ def read_export(source: Path) -> Any:
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise UserError(f"cannot read the export: {exc.strerror}", where) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UserError("is not a regular file", where, "give a `runs export` file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError("is not a regular file", where, "give a `runs export` file")
         if info.st_size > MAX_IMPORT_BYTES:
             raise UserError(
                 f"is {info.st_size} bytes, more than an import takes ({MAX_IMPORT_BYTES})",
                 where,
                 "export fewer runs per file: abtest runs export RUN...",
             )
-        data = handle.read(MAX_IMPORT_BYTES + 1)
+        try:
+            data = handle.read(MAX_IMPORT_BYTES + 1)
+        except OSError as exc:
+            raise UserError(f"cannot read the export: {exc.strerror}", where) from None
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
