@@ -63,6 +63,14 @@ def parse_location(text: str, where: str) -> Path | str:
     if scheme is not None:
         if scheme.lower() not in URL_SCHEMES:
             raise UserError(f"unsupported database URL scheme {scheme!r}", where, _TODO)
+        if text.partition("://")[2].split("?")[0].count("@") > 1:
+            # libpq splits at the first '@', so a password's tail would be taken as the host
+            # (and shown as one): the URL is refused rather than guessed at
+            raise UserError(
+                "the database URL holds an unencoded '@' in its user or password",
+                where,
+                "percent-encode it as %40",
+            )
         return scheme.lower() + text.strip()[len(scheme) :]
     if is_keyword_string(text):
         raise UserError(

@@ -290,7 +290,7 @@ def write_csv(model: ReportModel, out_dir: Path, flag: str = "--out") -> list[Pa
     for name, frame in frames(model).items():
         safe = frame.copy()
         for column in safe.columns:
-            if safe[column].dtype == object:
+            if not pd.api.types.is_numeric_dtype(safe[column]):  # text, in any dtype
                 safe[column] = safe[column].map(safe_cell)
         written.append(write_output(out_dir / f"{name}.csv", safe.to_csv(index=False), flag))
     return written

@@ -49,7 +49,8 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Doc:
             "events", {"round_id": 1, "pod": "p0", "reason": "Pulled", "message": "m", "type": "N"}
         )
         doc = export_runs(store)
-    return json.loads(json.dumps(doc, sort_keys=True, default=str))
+    parsed: Doc = json.loads(json.dumps(doc, sort_keys=True, default=str))
+    return parsed
 
 
 @pytest.fixture()
@@ -298,7 +299,7 @@ def _crafted(doc: Doc, victim: str) -> dict[str, str]:
 def _victim_rows(location: str | Path, victim: str) -> str:
     """Every row the victim run owns, as text: compared byte for byte."""
     with Store(location) as store:
-        out = {}
+        out: dict[str, list[Any]] = {}
         for table in ("runs", "arms", "visits", "rounds"):
             key = "id" if table == "runs" else "run_id"
             out[table] = [list(r) for r in store.query(
