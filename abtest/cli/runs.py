@@ -131,9 +131,12 @@ def export(
         list[str] | None,
         typer.Argument(metavar="[RUN]...", help="Run ids; default: every run in the database."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The file to write (JSON).")] = Path(
-        "runs.json"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="The file to write (JSON): a new or regular file, never a link."
+        ),
+    ] = Path("runs.json"),
     db: o.Db = None,
 ) -> None:
     """Write runs (every row they own: arms, visits, rounds, pods, events, metrics) to a
