@@ -37,6 +37,10 @@ class UserError(AbtestError):
         self.todo = todo
         super().__init__(self.one_line())
 
+    def lines(self) -> list[str]:
+        """What the CLI prints, one ``abtest: error:`` line each."""
+        return [self.one_line()]
+
     def one_line(self) -> str:
         parts = []
         if self.where:
@@ -45,6 +49,22 @@ class UserError(AbtestError):
         if self.todo:
             parts.append(f" ({self.todo})")
         return "".join(parts)
+
+
+class InputRefused(UserError):
+    """A file refused for several reasons, each its own line naming where and what (an export
+    file's bad values: ``FILE: runs[0].rounds[3].batch_ready_s: must be a number``)."""
+
+    def __init__(self, where: str, problems: list[str], todo: str) -> None:
+        self.problems = problems
+        super().__init__(f"{problems[0]}" if problems else "refused", where, todo)
+
+    def lines(self) -> list[str]:
+        last = len(self.problems) - 1
+        return [
+            f"{self.where}: {p}" + (f" ({self.todo})" if i == last and self.todo else "")
+            for i, p in enumerate(self.problems)
+        ]
 
 
 class ConfigError(UserError):

@@ -79,6 +79,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _stored_json(text: Any, empty: Any) -> Any:
+    """A stored JSON column of the same shape as ``empty``; the text as it is when it is not
+    (junk a hand edit or an old import left: shown, never a traceback)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) and text else empty
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, type(empty)) else text
+
+
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """A frame's rows as JSON-safe dicts."""
     return [{str(k): _clean(v) for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
@@ -112,8 +122,12 @@ class Results:
     def detail(self, run_id: str, reports: Path = REPORTS) -> RunDetail:
         """One run in detail (``reports``: where its rendered report would be)."""
         row = self._store.run_row(run_id)
-        plan = json.loads(row["plan_json"] or "{}")
-        schedule = plan.get("schedule") or {}
+        plan = self._store.runs.plan(run_id)  # {} for junk: the rest of the run stands
+        stored_schedule = plan.get("schedule")
+        schedule = stored_schedule if isinstance(stored_schedule, dict) else {}
+        nodes = plan.get("nodes")
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+            nodes = None
         rounds = self._store.rounds_frame(run_id)
         measured = rounds[rounds["warmup"] == 0] if not rounds.empty else rounds
         counts = []
@@ -138,7 +152,7 @@ class Results:
             created_at=row["created_at"],
             finished_at=row["finished_at"],
             node=row["node_name"],
-            nodes=plan.get("nodes") or ([row["node_name"]] if row["node_name"] else []),
+            nodes=nodes or ([row["node_name"]] if row["node_name"] else []),
             profile=row["profile_name"],
             playbook=row["playbook_name"],
             design=row["design"],
@@ -147,8 +161,8 @@ class Results:
             arms=[
                 {
                     "name": a["name"],
-                    "on": json.loads(a["on_json"] or "[]"),
-                    "settings": json.loads(a["settings_json"] or "{}"),
+                    "on": _stored_json(a["on_json"], []),
+                    "settings": _stored_json(a["settings_json"], {}),
                     "status": a["status"],
                     "failure": a["failure"],
                 }

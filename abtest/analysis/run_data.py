@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from abtest.errors import UserError
 from abtest.stats import ARM, BLOCK, METRICS, SIZE
 
 if TYPE_CHECKING:
@@ -135,10 +136,26 @@ def _json_object(text: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"env_json": value}
 
 
+def _factor_names(text: object, arm: str) -> list[str]:
+    """An arm's stored factors (a JSON array of names); one line for junk (a hand edit, an
+    import from before imports were checked), never a traceback."""
+    try:
+        value = json.loads(text) if isinstance(text, str) and text.strip() else []
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, list):
+        raise UserError(
+            f"arm {arm!r}: its stored factors (on_json) are not a JSON array",
+            "the results database",
+            "the run's rows were changed by hand or by a bad import",
+        )
+    return [str(f) for f in value]
+
+
 def _arms(arms_raw: pd.DataFrame, rounds: pd.DataFrame) -> list[ArmInfo]:
     arms: list[ArmInfo] = []
     for row in arms_raw.to_dict(orient="records"):
-        on = json.loads(row["on_json"]) if row["on_json"] else []
+        on = _factor_names(row["on_json"], str(row["name"]))
         settings = _json_object(row["settings_json"])
         failure = row["failure"]
         arms.append(

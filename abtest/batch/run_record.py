@@ -21,6 +21,7 @@ from typing import Any
 from abtest import __version__
 from abtest.cluster.client import Cluster
 from abtest.cluster.environment import node_facts, server_version
+from abtest.config.locations import redact_argv
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.errors import AbtestError, StoreConflict
 from abtest.store.db import Store, now_iso
@@ -92,7 +93,8 @@ def new_run(
     row = {
         "kind": kind,
         "status": "running",
-        "command": command if command is not None else " ".join(sys.argv),
+        # never a --db password (abtest.config.locations): the runs table is shared and exported
+        "command": command if command is not None else " ".join(redact_argv(sys.argv)),
         "profile_name": profile.name if profile else None,
         "node_name": node_name or (profile.node_name if profile else None),
         "playbook_name": playbook.name if playbook else None,

@@ -11,6 +11,8 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from abtest.config.csv_cells import safe_cell
+
 FORMATS = ("table", "md", "csv", "json")
 CSV_COLUMNS = (
     "size",
@@ -103,5 +105,5 @@ def to_csv(comparisons: Sequence[dict[str, Any]]) -> str:
         for name in ("savings_ci", "pct_ci"):
             low, high = c.get(name) or (None, None)
             row[f"{name}_low"], row[f"{name}_high"] = low, high
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: "" if v is None else safe_cell(v) for k, v in row.items()})
     return buf.getvalue()

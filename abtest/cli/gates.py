@@ -13,6 +13,9 @@ from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config import numbers as num
 from abtest.config.catalog import load_catalog
+from abtest.config.locations import redact_argv
+from abtest.config.paths import output_problem
+from abtest.errors import UserError
 
 
 def gates(
@@ -87,6 +90,13 @@ def gates(
     from abtest.app.gates import GatesRequest, sweep_gates
     from abtest.cli.sweep_progress import SweepDisplay, summary_table
 
+    if run_id_file is not None and (problem := output_problem(run_id_file)):
+        # before the node is touched, not after the run started
+        raise UserError(
+            f"cannot write {run_id_file}: {problem}",
+            "--run-id-file",
+            "give a file path in a folder that exists",
+        )
     chosen = all_ or names or design or attribution
     request = GatesRequest(
         plan=o.plan_options(
@@ -110,7 +120,7 @@ def gates(
         fail_fast=fail_fast,
         accept_new_host_key=accept_new_host_key,
         break_lock=break_lock,
-        command=shlex.join(["abtest", *sys.argv[1:]]),
+        command=shlex.join(["abtest", *redact_argv(sys.argv[1:])]),  # no --db password
         until_resolved=until_resolved,
         max_rounds=max_rounds,
         precision=precision,

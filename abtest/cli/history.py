@@ -11,7 +11,7 @@ from abtest.app.history import HistoryRequest
 from abtest.app.history import history as node_history
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json
-from abtest.config.paths import check_output_dir
+from abtest.config.paths import check_output_dir, derived_dir
 from abtest.report.history import markdown, to_dict, write
 from abtest.stats.changepoints import MAX_PVALUE
 
@@ -63,9 +63,8 @@ def history(
             db=db,
         )
     )
-    out_dir = out if out is not None else Path("reports") / f"history-{h.node}"
-    if out is None:
-        check_output_dir(out_dir, "--out")
+    # a node name given or stored never leads the default folder out of reports/
+    out_dir = out if out is not None else derived_dir(Path("reports"), f"history-{h.node}", "--out")
     written = write(h, out_dir)
     if json_out:
         print_json(to_dict(h))

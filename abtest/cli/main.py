@@ -210,7 +210,8 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        typer.secho(f"abtest: error: {exc.one_line()}", err=True, fg="red")
+        for line in exc.lines():  # one line each (an import's refused values)
+            typer.secho(f"abtest: error: {line}", err=True, fg="red")
         sys.exit(exc.exit_code)
     except Interrupted as exc:
         # The node was restored before this propagated (finally blocks in the node layer).

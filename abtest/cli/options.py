@@ -46,7 +46,8 @@ Db = Annotated[
     typer.Option(
         DB_FLAG,
         help="Results database: a SQLite file, or a shared postgresql://USER@HOST/DB "
-        "(default: $ABTEST_DB, else ~/.local/share/abtest/results.sqlite).",
+        "(default: $ABTEST_DB, else ~/.local/share/abtest/results.sqlite). Other URL schemes "
+        "and libpq KEY=VALUE strings are refused; a password is never shown.",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON on stdout).")]

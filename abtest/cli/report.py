@@ -13,10 +13,12 @@ import typer
 from abtest.app.report import checked_db, report_model
 from abtest.cli import options as o
 from abtest.cli.render import console
-from abtest.config.paths import check_output_dir
+from abtest.config.paths import check_output_dir, derived_dir
 from abtest.errors import UserError
 from abtest.report import FORMATS, write_report
 from abtest.report.writer import check_formats
+
+REPORTS = Path("reports")
 
 
 def report(
@@ -61,13 +63,16 @@ def report(
         raise UserError("--pool needs two or more runs", "--pool", "abtest report RUN1 RUN2 ...")
     checked_db(db, o.DB_FLAG)
     # the default folder is the (pooled) run's id: reports/RUN1+RUN2 for a pool
-    out_dir = out if out is not None else Path("reports") / "+".join(run_ids)
-    check_output_dir(out_dir, "--out")
+    # (a run id is a name the database holds: it never leads the folder out of reports/)
+    if out is not None:
+        out_dir = out
+        check_output_dir(out_dir, "--out")
+    else:
+        out_dir = derived_dir(REPORTS, "+".join(run_ids), "--out")
     model = report_model(db, run_ids, baseline=baseline, confidence=confidence)
     run_id = model.run_id
-    if out is None and out_dir != Path("reports") / run_id:
-        out_dir = Path("reports") / run_id
-        check_output_dir(out_dir, "--out")
+    if out is None and out_dir != REPORTS / run_id:
+        out_dir = derived_dir(REPORTS, run_id, "--out")
     written = write_report(model, out_dir, formats)
     console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
     for file in written:

@@ -105,7 +105,7 @@ def _print_detail(d: dict[str, Any]) -> None:
             [
                 (
                     a["name"],
-                    ", ".join(f"{k}={v}" for k, v in a["settings"].items()) or "(node as is)",
+                    _settings(a["settings"]),
                     a["status"] + (f": {a['failure']}" if a["failure"] else ""),
                 )
                 for a in d["arms"]
@@ -119,15 +119,24 @@ def _print_detail(d: dict[str, Any]) -> None:
         )
 
 
+def _settings(settings: Any) -> str:
+    if not isinstance(settings, dict):  # junk left by a hand edit: shown as stored
+        return f"(not a JSON object: {str(settings)[:60]!r})"
+    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "(node as is)"
+
+
 @app.command("export")
 def export(
     run_ids: Annotated[
         list[str] | None,
         typer.Argument(metavar="[RUN]...", help="Run ids; default: every run in the database."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The file to write (JSON).")] = Path(
-        "runs.json"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="The file to write (JSON): a new or regular file, never a link."
+        ),
+    ] = Path("runs.json"),
     db: o.Db = None,
 ) -> None:
     """Write runs (every row they own: arms, visits, rounds, pods, events, metrics) to a
@@ -145,9 +154,9 @@ def import_(
     source: Annotated[Path, typer.Argument(metavar="FILE", help="A `runs export` file.")],
     db: o.Db = None,
 ) -> None:
-    """Add the file's runs to the database (a run it already has is left as it is)."""
+    """Add the file's runs to the database, all or none: the file is checked against the
+    database's schema first (one error line per bad value, naming its JSON path), and a run
+    id the database already has refuses the file (a stored run is never changed)."""
     done = import_from_file(db, source)
     for run_id in done.added:
         console.print(f"imported {run_id}", highlight=False)
-    for run_id in done.skipped:
-        console.print(f"already there: {run_id} (left as it is)", highlight=False)

@@ -14,6 +14,7 @@ import pandas as pd
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from abtest.cli.render import err_console
+from abtest.config.paths import write_output
 from abtest.stats.means import ArmMean, arm_means
 
 if TYPE_CHECKING:  # a type in a signature; the CLI calls no engine
@@ -74,7 +75,7 @@ class SweepDisplay:
                 f"{self.plan.schedule.blocks} blocks, sizes {list(self.plan.schedule.sizes)}"
             )
             if self.run_id_file:
-                self.run_id_file.write_text(data["run_id"] + "\n")
+                write_output(self.run_id_file, data["run_id"] + "\n", "--run-id-file")
         elif kind == "apply":
             self._describe(f"block {data['block'] + 1} · {data['arm']} · applying")
         elif kind == "applied":

@@ -4,18 +4,49 @@ do, never a traceback from the middle of a write."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import stat
+import tempfile
 from pathlib import Path
 
 from abtest.errors import UserError
 
+# what an output may replace is a regular file; the rest is named in the refusal
+_NOT_A_FILE = (
+    (stat.S_ISLNK, "is a symbolic link (abtest replaces only a regular file, never a link)"),
+    (stat.S_ISDIR, "is a directory, not a file"),
+    (stat.S_ISCHR, "is a character device (abtest replaces only a regular file)"),
+    (stat.S_ISBLK, "is a block device (abtest replaces only a regular file)"),
+    (stat.S_ISFIFO, "is a FIFO (abtest replaces only a regular file)"),
+    (stat.S_ISSOCK, "is a socket (abtest replaces only a regular file)"),
+)
+# a folder named after a run id or a node (reports/RUN_ID, reports/history-NODE): one plain
+# path component, whole-string checked, so it never leaves the folder it is made under
+_COMPONENT = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,199}\Z")
+
+
+def _kind_problem(path: Path) -> str | None:
+    """Why what is at ``path`` (not followed if a link) may not be replaced; None for a
+    regular file or nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return next((why for test, why in _NOT_A_FILE if test(mode)), None)
+
 
 def output_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be written as a file, or None (checked without creating anything)."""
+    """Why ``path`` cannot be written as a file, or None (checked without creating anything):
+    only a regular file is replaced (never a link, a device, a FIFO, a folder), or a new one
+    made in a writable folder."""
     if "\x00" in str(path):
         return "the path contains a NUL byte"
-    if path.is_dir():
-        return "is a directory, not a file"
+    if problem := _kind_problem(path):
+        return problem
     parent = path.parent
     if not parent.exists():
         return f"folder {parent} does not exist"
@@ -23,18 +54,49 @@ def output_problem(path: Path) -> str | None:
         return f"{parent} is not a folder"
     if path.exists() and not os.access(path, os.W_OK):
         return "is not writable"
-    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+    if not os.access(parent, os.W_OK | os.X_OK):  # the rename needs the folder
         return f"folder {parent} is not writable"
     return None
 
 
-def write_output(path: Path, text: str, flag: str) -> None:
-    """Write ``text`` to the file a flag named; UserError (flag and path) when it cannot be."""
+def _new_file_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)  # a replaced file keeps its mode
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a temporary file in ``path``'s folder, then rename it over ``path``: a reader
+    sees the old file or the new one, never half of one; the rename replaces the name itself,
+    so even a link or device put there since the check is not written through."""
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        if problem := _kind_problem(path):  # changed since output_problem looked
+            raise OSError(0, problem)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_output(path: Path, text: str | bytes, flag: str) -> Path:
+    """Write ``text`` to the file a flag named (atomically; a regular file or a new one);
+    UserError (flag and path) when it cannot be. Every output file abtest writes goes here."""
     problem = output_problem(path)
     if problem is None:
         try:
-            path.write_text(text, encoding="utf-8")
-            return
+            _replace(path, text.encode("utf-8") if isinstance(text, str) else text)
+            return path
         except OSError as exc:
             problem = exc.strerror or type(exc).__name__
     raise UserError(
@@ -44,6 +106,8 @@ def write_output(path: Path, text: str, flag: str) -> None:
 
 def check_output_dir(path: Path, flag: str) -> None:
     """A folder a command writes several files into: a folder, or a new one under a folder."""
+    if "\x00" in str(path):
+        raise UserError("the path contains a NUL byte", flag, "give a folder for the files")
     if path.exists() and not path.is_dir():
         raise UserError(f"{path} is a file, not a folder", flag, "give a folder for the files")
     for parent in path.parents:
@@ -53,6 +117,33 @@ def check_output_dir(path: Path, flag: str) -> None:
             if not os.access(parent, os.W_OK | os.X_OK) and not path.exists():
                 raise UserError(f"folder {parent} is not writable", flag, "give another folder")
             break
+
+
+def derived_dir(base: Path, name: str, flag: str) -> Path:
+    """``base / name`` for a folder named after a run id or a node: ``name`` must be one
+    plain path component (no ``/``, ``..``, control character), and the folder, when it
+    exists, a real folder (not a link out of ``base``); UserError naming ``flag`` else."""
+    if not _COMPONENT.search(name) or ".." in name:
+        raise UserError(
+            f"cannot name a folder {name[:60]!r} under {base}/ (not a plain file name)",
+            flag,
+            f"give {flag} FOLDER",
+        )
+    path = base / name
+    if path.is_symlink():
+        raise UserError(f"{path} is a symbolic link", flag, f"remove it, or give {flag} FOLDER")
+    check_output_dir(path, flag)
+    return path
+
+
+def output_subdir(parent: Path, name: str, flag: str) -> Path:
+    """A folder inside an output folder (a report's figures/): made when missing, refused
+    when something else (a link, a file) has its name."""
+    path = parent / name
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise UserError(f"{path} is not a folder (a link or a file)", flag, "remove it first")
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def check_db_path(path: Path, where: str) -> None:

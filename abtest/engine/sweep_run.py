@@ -75,7 +75,7 @@ def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
     row = store.run_row(run_id)
     if row["kind"] != "sweep":
         raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
-    stored_plan = json.loads(row["plan_json"] or "{}")
+    stored_plan = store.runs.plan(run_id)
     now_plan = json.loads(json.dumps(plan.to_dict(), default=str))
     # the schedule holds each arm's kubelet settings; arm_pods what it renders into its pods
     # (a RuntimeClass, annotations), which an edited catalog can change under the same name

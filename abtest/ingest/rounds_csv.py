@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from abtest.config.csv_cells import unescape_cell
 from abtest.config.numbers import METRIC_S
 from abtest.config.numbers import SIZE as SIZE_RANGE
 from abtest.errors import UserError
@@ -66,6 +67,9 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     missing = [c for c in (ARM, SIZE) if c not in raw.columns]
     if missing:
         raise UserError(f"no column {', '.join(missing)}", where, HEADER_HINT)
+    for column in (ARM, BLOCK):  # an arm abtest wrote as '+X (a spreadsheet's formula mark)
+        if column in raw.columns:
+            raw[column] = raw[column].map(unescape_cell)
     present = [m for m in METRICS if m in raw.columns]
     if not present:
         raise UserError("no metric column", where, HEADER_HINT)

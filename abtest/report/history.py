@@ -11,6 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from abtest.config.paths import write_output
+
 if TYPE_CHECKING:  # the type only: a renderer never calls the use case
     from abtest.app.history import History
 
@@ -170,18 +172,19 @@ def html_page(h: History, png: bytes) -> str:
     )
 
 
-def write(h: History, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def write(
+    h: History, out_dir: Path, formats: tuple[str, ...] = FORMATS, flag: str = "--out"
+) -> list[Path]:
+    """The history's files in ``out_dir``, each replacing only a regular file, atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     if "md" in formats:
-        written.append(out_dir / "history.md")
-        written[-1].write_text(markdown(h))
+        written.append(write_output(out_dir / "history.md", markdown(h), flag))
     if "json" in formats:
-        written.append(out_dir / "history.json")
-        written[-1].write_text(json.dumps(to_dict(h), indent=2, sort_keys=True))
+        text = json.dumps(to_dict(h), indent=2, sort_keys=True)
+        written.append(write_output(out_dir / "history.json", text, flag))
     if "html" in formats:
         png = plot_png(h)
-        (out_dir / "history.png").write_bytes(png)
-        written.append(out_dir / "history.html")
-        written[-1].write_text(html_page(h, png))
+        write_output(out_dir / "history.png", png, flag)
+        written.append(write_output(out_dir / "history.html", html_page(h, png), flag))
     return written

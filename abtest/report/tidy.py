@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from abtest.analysis.model import ReportModel
+from abtest.config.csv_cells import safe_cell
+from abtest.config.paths import write_output
 from abtest.report.tidy_reference import reference_frames
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
@@ -280,17 +282,20 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def write_csv(model: ReportModel, out_dir: Path) -> list[Path]:
+def write_csv(model: ReportModel, out_dir: Path, flag: str = "--out") -> list[Path]:
+    """One CSV per table; a text cell a spreadsheet would run as a formula is escaped
+    (abtest.config.csv_cells)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in frames(model).items():
-        path = out_dir / f"{name}.csv"
-        frame.to_csv(path, index=False)
-        written.append(path)
+        safe = frame.copy()
+        for column in safe.columns:
+            if not pd.api.types.is_numeric_dtype(safe[column]):  # text, in any dtype
+                safe[column] = safe[column].map(safe_cell)
+        written.append(write_output(out_dir / f"{name}.csv", safe.to_csv(index=False), flag))
     return written
 
 
-def write_json(model: ReportModel, path: Path) -> Path:
+def write_json(model: ReportModel, path: Path, flag: str = "--out") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(model), indent=2, allow_nan=False) + "\n")
-    return path
+    return write_output(path, json.dumps(to_json(model), indent=2, allow_nan=False) + "\n", flag)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from abtest.analysis.model import ReportModel
+from abtest.config.paths import output_subdir, write_output
 from abtest.errors import UserError
 from abtest.report.html import render_html
 from abtest.report.junit_sweep import render_junit
@@ -38,35 +39,34 @@ def check_formats(formats: Sequence[str]) -> list[str]:
     return chosen
 
 
-def write_report(model: ReportModel, out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Render ``formats`` of ``model`` into ``out_dir`` (created); the paths written."""
+def write_report(
+    model: ReportModel, out_dir: Path, formats: Sequence[str] = FORMATS, flag: str = "--out"
+) -> list[Path]:
+    """Render ``formats`` of ``model`` into ``out_dir`` (created); the paths written. Each
+    file replaces only a regular file, atomically (abtest.config.paths.write_output; a link,
+    device or FIFO in its place is a UserError naming ``flag``)."""
     chosen = check_formats(formats)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     figures = render_figures(model) if {"md", "html"} & set(chosen) else ()
     for name in chosen:
         if name == "html":
-            path = out_dir / "report.html"
-            path.write_text(render_html(model, figures), encoding="utf-8")
-            written.append(path)
+            written.append(write_output(out_dir / "report.html", render_html(model, figures), flag))
         elif name == "md":
             linked = []
             if figures:
-                (out_dir / FIGURES_DIR).mkdir(exist_ok=True)
+                output_subdir(out_dir, FIGURES_DIR, flag)
             for figure in figures:
                 svg_path = out_dir / FIGURES_DIR / f"{figure.key}.svg"
-                svg_path.write_text(standalone_svg(figure.svg), encoding="utf-8")
-                written.append(svg_path)
+                written.append(write_output(svg_path, standalone_svg(figure.svg), flag))
                 linked.append((figure, f"{FIGURES_DIR}/{figure.key}.svg"))
-            path = out_dir / "report.md"
-            path.write_text(render_markdown(model, linked), encoding="utf-8")
-            written.append(path)
+            md = render_markdown(model, linked)
+            written.append(write_output(out_dir / "report.md", md, flag))
         elif name == "csv":
-            written.extend(write_csv(model, out_dir))
+            written.extend(write_csv(model, out_dir, flag))
         elif name == "junit":
-            path = out_dir / "report.junit.xml"
-            path.write_text(render_junit(model), encoding="utf-8")
-            written.append(path)
+            junit = render_junit(model)
+            written.append(write_output(out_dir / "report.junit.xml", junit, flag))
         else:
-            written.append(write_json(model, out_dir / "report.json"))
+            written.append(write_json(model, out_dir / "report.json", flag))
     return written

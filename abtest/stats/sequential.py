@@ -141,13 +141,26 @@ def sequential_plan_of(plan_json: object, confidence: float) -> SequentialPlan |
     stored = data.get(PLAN_KEY) if isinstance(data, dict) else None
     if not isinstance(stored, dict):
         return None
-    precision = stored.get("precision_pct")
-    return sequential_plan(
-        [int(x) for x in stored["looks"]],
-        looks_taken=int(stored["looks_taken"]),
-        blocks=int(stored["blocks"]),
-        confidence=confidence,
-        precision_pct=None if precision is None else float(precision),
-        metrics=[str(m) for m in stored.get("metrics", ())],
-        resolved=bool(stored.get("resolved")),
-    )
+    try:
+        looks = [int(x) for x in stored["looks"]]
+        if not looks or min(looks) < 1:
+            raise ValueError("no looks, or a look at less than one block")
+        precision = stored.get("precision_pct")
+        found = sequential_plan(
+            looks,
+            looks_taken=int(stored["looks_taken"]),
+            blocks=int(stored["blocks"]),
+            confidence=confidence,
+            precision_pct=None if precision is None else float(precision),
+            metrics=[str(m) for m in stored.get("metrics", ())],
+            resolved=bool(stored.get("resolved")),
+        )
+    except (KeyError, TypeError, ValueError, OverflowError, UserError) as exc:
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:80]  # one line
+        # the run's intervals are at a level these looks set: junk here is no plain run
+        raise UserError(
+            f"the run's stored plan has a malformed {PLAN_KEY!r} entry ({why})",
+            "plan_json",
+            "the run's database row was changed by hand or by a bad import",
+        ) from None
+    return found

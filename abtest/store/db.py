@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.config.locations import parse_location
 from abtest.config.paths import check_db_path
 from abtest.errors import StoreConflict, UserError
-from abtest.store.pg import PgConnection, is_url, pg_ddl, redact
+from abtest.store.pg import PgConnection, pg_ddl, redact
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 from abtest.store.tables import Arms, Rounds, Runs, Visits
 
@@ -27,26 +28,34 @@ from abtest.store.tables import Arms, Rounds, Runs, Visits
 DbTarget = Path | str | None
 
 
+ENV = "ABTEST_DB"
+
+
+def _env_location() -> Path | str | None:
+    """ABTEST_DB parsed (abtest.config.locations): a file, a URL, or None when unset."""
+    env = os.environ.get(ENV)
+    return parse_location(env, f"${ENV}") if env else None
+
+
 def default_path() -> Path:
     """The default SQLite file (ABTEST_DB when it names a file)."""
-    env = os.environ.get("ABTEST_DB")
-    if env and not is_url(env):
-        return Path(env).expanduser()
+    env = _env_location()
+    if isinstance(env, Path):
+        return env
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "abtest" / "results.sqlite"
 
 
 def resolve(target: DbTarget = None) -> Path | str:
-    """The database to open: a URL as given, a file path as a Path; None is ABTEST_DB, else
-    the per-user SQLite file."""
+    """The database to open: a URL (its scheme lower-cased), a file path as a Path; None is
+    ABTEST_DB, else the per-user SQLite file. Another scheme or a libpq keyword string is
+    one UserError that never shows the text (abtest.config.locations.parse_location)."""
     if target is None or target == "":
-        env = os.environ.get("ABTEST_DB")
-        if env and is_url(env):
-            return env
-        return default_path()
-    if is_url(target):
-        return str(target)
-    return Path(target).expanduser()
+        env = _env_location()
+        return env if env is not None else default_path()
+    if isinstance(target, Path):
+        return target.expanduser()
+    return parse_location(target, "--db")
 
 
 def _create_private(path: Path) -> None:

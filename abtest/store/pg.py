@@ -19,11 +19,12 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from abtest.config.locations import is_url, redact, scrub
 from abtest.errors import StoreConflict, StoreConnectionLost, StoreError
 
-SCHEMES = ("postgresql://", "postgres://")
+__all__ = ["PgConnection", "is_url", "pg_ddl", "redact"]
 # tables whose integer id the database assigns (INSERT ... RETURNING id gives lastrowid)
 _SERIAL_TABLES = frozenset({"visits", "rounds", "node_journal"})
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
@@ -31,24 +32,6 @@ _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 # must not both create the tables
 _MIGRATION_LOCK = 0x61627465  # "abte"
 _UNPARSABLE = "the database URL does not parse (use postgresql://USER:PASSWORD@HOST:PORT/DBNAME)"
-
-
-def is_url(target: object) -> bool:
-    return isinstance(target, str) and target.startswith(SCHEMES)
-
-
-def redact(url: str) -> str:
-    """The URL without its password (for messages and `abtest runs`)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        user = parts.username or ""
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return "postgresql://(unparsable URL)"
 
 
 def pg_ddl(statement: str) -> str:
@@ -132,9 +115,7 @@ def _connect_error(url: str, exc: Exception) -> StoreError:
     # psycopg's message can quote the connection string: keep only its first line, and
     # never the password
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    password = urlsplit(url).password if "://" in url else None
-    if password:
-        first = first.replace(password, "***")
+    first = scrub(first, url)
     return StoreError(
         f"{redact(url)}: cannot reach the results database: {first} "
         "(check the URL in --db / ABTEST_DB and that the server is up)"
@@ -158,8 +139,8 @@ class PgConnection:
         try:
             parts = urlsplit(self.url)
             _ = parts.port  # raises ValueError on a bad port
-        except ValueError as exc:
-            raise StoreError(f"{redact(self.url)}: {_UNPARSABLE} ({exc})") from None
+        except ValueError:  # its text may quote a piece of the password: not shown
+            raise StoreError(f"{redact(self.url)}: {_UNPARSABLE}") from None
         try:
             self._conn = psycopg.connect(
                 self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
@@ -178,6 +159,7 @@ class PgConnection:
 
     def _lost(self, exc: Exception) -> StoreConnectionLost:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = scrub(first, self.url)
         return StoreConnectionLost(
             f"results database connection lost ({redact(self.url)}): {first}; the round in "
             "flight was not stored (a sweep continues with --resume RUN_ID)"

@@ -76,7 +76,10 @@ class Runs:
 
     def plan(self, run_id: str) -> dict[str, Any]:
         """The run's stored plan (schedule, options, looks); {} for a run without one."""
-        stored = json.loads(self.store.run_row(run_id)["plan_json"] or "{}")
+        try:
+            stored = json.loads(self.store.run_row(run_id)["plan_json"] or "{}")
+        except (TypeError, ValueError, RecursionError):  # junk (a hand edit, an old import)
+            return {}
         return stored if isinstance(stored, dict) else {}
 
     def set_plan_entry(self, run_id: str, key: str, value: Any) -> None:

@@ -3,7 +3,9 @@
 A run travels as one JSON document holding every row the run owns: the run, its arms, visits
 and rounds, and each round's pods, events, metric deltas and gap parts. The database-assigned
 integer ids (visits, rounds) are renumbered on import and the references to them rewritten,
-so two laptops' runs never clash; run ids are kept (they are unique by construction). The node
+so two laptops' runs never clash; run ids are kept (they are unique by construction), and a
+run id the database already has refuses the import (a stored run is never changed). An export
+is untrusted input: abtest.store.import_check checks it against the schema first. The node
 journal is not a run's: it describes a node's state and stays with the controller that
 changed the node.
 """
@@ -11,17 +13,23 @@ changed the node.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
-from abtest.errors import UserError
+from abtest.errors import InputRefused, StoreConflict, UserError
 from abtest.store.db import Store
+from abtest.store.import_check import (
+    MAX_PROBLEMS,
+    ROUND_CHILDREN,
+    Schema,
+    check_document,
+    read_schema,
+)
 from abtest.store.schema import SCHEMA_VERSION
 
 FORMAT = "abtest-runs"
-# a round's own rows: table -> its columns' source is SELECT *
-_ROUND_CHILDREN = ("pods", "events", "metric_deltas", "round_gaps")
 
 
 def _rows(store: Store, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -55,7 +63,7 @@ def _export_run(store: Store, run_id: str) -> dict[str, Any]:
     )
     rounds = _rows(store, "SELECT * FROM rounds WHERE run_id = ? ORDER BY id", (run_id,))
     children: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for table in _ROUND_CHILDREN:
+    for table in ROUND_CHILDREN:
         by_round: dict[int, list[dict[str, Any]]] = {}
         rows = _rows(
             store,
@@ -69,7 +77,7 @@ def _export_run(store: Store, run_id: str) -> dict[str, Any]:
             recs.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
         children[table] = by_round
     for rnd in rounds:
-        for table in _ROUND_CHILDREN:
+        for table in ROUND_CHILDREN:
             rnd[table] = children[table].get(int(rnd["id"]), [])
     return {
         "run": run[0],
@@ -82,65 +90,83 @@ def _export_run(store: Store, run_id: str) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Imported:
     added: list[str]
-    skipped: list[str]  # already in the target database (same id): left as they are
 
 
-def import_runs(store: Store, document: dict[str, Any]) -> Imported:
-    """Insert the document's runs, each in one transaction (all of a run or none of it).
-    A run id the database already has is skipped, so importing twice changes nothing."""
-    if document.get("format") != FORMAT:
-        raise UserError("not an abtest runs export", None, "make one with `abtest runs export`")
-    schema = int(document.get("schema", 0))
-    if schema > SCHEMA_VERSION:
-        raise UserError(
-            f"the export is schema v{schema}, this abtest knows up to v{SCHEMA_VERSION}",
-            None,
-            "upgrade abtest",
-        )
-    added, skipped = [], []
-    for item in document.get("runs", []):
-        run_id = str(item["run"]["id"])
-        if store.query("SELECT id FROM runs WHERE id = ?", (run_id,)):
-            skipped.append(run_id)
-            continue
+_TODO = "nothing was imported; fix the file, or export the runs again with `abtest runs export`"
+
+
+def import_runs(store: Store, document: Any, source: str = "the export") -> Imported:
+    """Add the document's runs to the database, all in one transaction, after the whole
+    document was checked against this database's schema (abtest.store.import_check): a bad
+    value anywhere, or a run id the database already has, refuses the file and changes
+    nothing. A stored run is never touched by an import."""
+    schema = read_schema(store)
+    problems = check_document(schema, document, format_name=FORMAT, version=SCHEMA_VERSION)
+    if problems:
+        _refuse(source, [f"{p.path}: {p.what}" for p in problems])
+    items = document["runs"]
+    ids = [str(item["run"]["id"]) for item in items]
+    try:
         with store.transaction() as tx:
-            _import_run(store, tx, item)
-        added.append(run_id)
-    return Imported(added, skipped)
+            # inside the transaction: another import of the same run waits, then collides
+            taken = [
+                f"runs[{i}].run.id: run {run_id!r} is already in {store.name} (left as it is; "
+                "an import never changes a stored run)"
+                for i, run_id in enumerate(ids)
+                if tx.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+            ]
+            if taken:
+                _refuse(source, taken, "export only the runs it lacks: abtest runs export RUN...")
+            for item in items:
+                _import_run(schema, tx, item)
+    except (StoreConflict, sqlite3.IntegrityError) as exc:
+        _refuse(source, [f"a row collides with a stored one ({str(exc).splitlines()[0]})"])
+    return Imported(ids)
 
 
-def _insert(store: Store, tx: Any, table: str, row: dict[str, Any], *, new_id: bool) -> int:
-    cols = [c for c in row if not (new_id and c == "id")]
-    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-    cur = tx.execute(sql, [_value(table, c, row[c]) for c in cols])
+def _refuse(source: str, lines: list[str], todo: str = _TODO) -> NoReturn:
+    shown = lines[:MAX_PROBLEMS]
+    if len(lines) > MAX_PROBLEMS:
+        shown.append(f"and {len(lines) - MAX_PROBLEMS} more problems")
+    raise InputRefused(source, shown, todo)
+
+
+def _insert(tx: Any, schema: Schema, table: str, row: dict[str, Any], **fixed: Any) -> int:
+    """One row; the column names come from the database's schema, the values are parameters,
+    and ``fixed`` (the run's id, the new round id) replaces what the file says."""
+    cols = [c for c in schema[table] if c in row and c != "id" and c not in fixed]
+    cur = tx.execute(
+        _insert_sql(table, [*cols, *fixed]), [*(row[c] for c in cols), *fixed.values()]
+    )
     return int(cur.lastrowid or 0)
 
 
-def _value(table: str, column: str, value: Any) -> Any:
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
-    return value
+def _insert_sql(table: str, cols: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
 
 
-def _import_run(store: Store, tx: Any, item: dict[str, Any]) -> None:
-    _insert(store, tx, "runs", item["run"], new_id=False)
+def _import_run(schema: Schema, tx: Any, item: dict[str, Any]) -> None:
+    run_id = item["run"]["id"]
+    cols = [c for c in schema["runs"] if c in item["run"]]  # the run keeps its id
+    tx.execute(_insert_sql("runs", cols), [item["run"][c] for c in cols])
     for arm in item["arms"]:
-        _insert(store, tx, "arms", arm, new_id=False)
+        _insert(tx, schema, "arms", arm, run_id=run_id)
     visit_ids: dict[int, int] = {}
     for visit in item["visits"]:
-        visit_ids[int(visit["id"])] = _insert(store, tx, "visits", visit, new_id=True)
+        visit_ids[visit["id"]] = _insert(tx, schema, "visits", visit, run_id=run_id)
     for rnd in item["rounds"]:
-        row = {k: v for k, v in rnd.items() if k not in _ROUND_CHILDREN}
-        if row.get("visit_id") is not None:
-            row["visit_id"] = visit_ids[int(row["visit_id"])]
-        round_id = _insert(store, tx, "rounds", row, new_id=True)
-        for table in _ROUND_CHILDREN:
-            rows = rnd.get(table) or []
-            if not rows:
-                continue
-            cols = ["round_id", *rows[0]]
-            sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-            tx.executemany(sql, [[round_id, *(r.get(c) for c in cols[1:])] for r in rows])
+        visit = rnd.get("visit_id")
+        round_id = _insert(
+            tx, schema, "rounds", rnd, run_id=run_id,
+            visit_id=visit_ids[visit] if visit is not None else None,
+        )  # fmt: skip
+        for table in ROUND_CHILDREN:
+            batches: dict[tuple[str, ...], list[list[Any]]] = {}
+            for row in rnd.get(table) or []:  # rows missing a column keep its default
+                given = tuple(c for c in schema[table] if c in row)
+                batches.setdefault(given, []).append([round_id, *(row[c] for c in given)])
+            for given, rows in batches.items():
+                tx.executemany(_insert_sql(table, ["round_id", *given]), rows)
 
 
 def comparable(document: dict[str, Any]) -> list[dict[str, Any]]:
