@@ -17,6 +17,7 @@ from abtest.config.k8s_names import (
     namespace_problem,
     runtime_class_problem,
 )
+from abtest.config.kubelet_series import parse_build_name
 from abtest.config.margin import MARGIN_TODO, margin_problem
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
 from abtest.config.yaml_checks import Fields, load_yaml_mapping
@@ -136,6 +137,10 @@ class NodeProfile:
     #: where kubelet builds placed for kubelet_build arms live on the node: release vX.Y.Z
     #: is the file ``<builds_dir>/vX.Y.Z/kubelet`` (None: arms name paths, not releases)
     kubelet_builds_dir: str | None = None
+    #: the kubelet build every sweep on this node runs unless the sweep names another
+    #: (``v1.36.3+agc``, placed in builds_dir): the node's kubelet for experiments, its
+    #: own binary put back after each (None: the node's own binary)
+    kubelet_build: str | None = None
 
 
 def load_playbook(name_or_path: str) -> Playbook:
@@ -323,6 +328,7 @@ def parse_profile(path: Path) -> NodeProfile:
             "status_command",
             "pid_command",
             "builds_dir",
+            "build",
         }
     )
     commands = top.sub("commands")
@@ -384,6 +390,7 @@ def parse_profile(path: Path) -> NodeProfile:
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
         kubelet_builds_dir=kubelet.opt_text("builds_dir"),
+        kubelet_build=_build(kubelet),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),
@@ -481,3 +488,14 @@ def _check_handler_listing(commands: Fields) -> None:
 
 def _expand(value: str | None) -> str | None:
     return str(Path(value).expanduser()) if value else None
+
+
+def _build(kubelet: Fields) -> str | None:
+    """``kubelet.build``: a placed build's name, which needs a builds_dir to be found in."""
+    value = kubelet.opt_text("build")
+    if value is None:
+        return None
+    name = parse_build_name(value, kubelet.where("build"), paths=False).name
+    if kubelet.opt_text("builds_dir") is None:
+        raise kubelet.error("build", "a build is found in kubelet.builds_dir, which is not set")
+    return name

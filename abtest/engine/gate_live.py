@@ -6,7 +6,7 @@ in ``abtest.stats.regression``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from abtest.config.domain import Arm, Catalog, Scalar
@@ -18,7 +18,12 @@ from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.nodekit import NodeKit
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, run_sweep
-from abtest.engine.sweep_plan import SweepPlan, check_plan_size, check_pod_renders
+from abtest.engine.sweep_plan import (
+    SweepPlan,
+    check_plan_size,
+    check_pod_renders,
+    profile_build,
+)
 from abtest.errors import AbtestError, UserError
 from abtest.node.binary import check_path
 from abtest.node.kubelet_config import parse_set_option
@@ -107,6 +112,12 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         (opts.node,) if opts.node and len(names) == 1 else tuple(load_profile(n) for n in names)
     )
     same_node(nodes)
+    # the profile's kubelet.build is the "node's kubelet" of an arm that names no binary
+    build = profile_build(nodes)
+    arms = (
+        replace(arms[0], kubelet_binary=arms[0].kubelet_binary or build),
+        replace(arms[1], kubelet_binary=arms[1].kubelet_binary or build),
+    )
     check_plan_size(len(arms), len(opts.sizes), blocks, pb.source)
     check_pod_renders(pb, nodes)
     schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)

@@ -119,7 +119,7 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     design = opts.design or pb.design
     if opts.attribution and design == "gates-all":
         design = "attribution"
-    arms = with_build(arms_for(tuple(factors), design), opts.kubelet_build)
+    arms = arms_for(tuple(factors), design)
     if not any(a.name == "baseline" for a in arms):
         raise UserError(
             f"design {design!r} has no baseline arm", "--design", "add the baseline design"
@@ -131,10 +131,26 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     base = Path(pb.source).parent if not opts.profiles else None
     profiles = tuple(load_profile(p, base) for p in profile_names)
     same_node(profiles)  # two profiles for one node: refused here, before any plan is made
+    arms = with_build(arms, opts.kubelet_build or profile_build(profiles))
     check_plan_size(len(arms), len(pb.sizes), pb.rounds, pb.source)
     check_pod_renders(pb, profiles)
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
+
+
+def profile_build(profiles: Sequence[NodeProfile]) -> str | None:
+    """The build the nodes' profiles name (``kubelet.build``); every node of a sweep runs the
+    same arms, so their profiles must agree."""
+    builds = {p.kubelet_build for p in profiles}
+    if len(builds) > 1:
+        raise UserError(
+            "the profiles name different kubelet builds ("
+            + ", ".join(f"{p.name}: {p.kubelet_build or 'its own'}" for p in profiles)
+            + ")",
+            "--profile",
+            "give --kubelet-build BUILD for every node, or sweep the nodes separately",
+        )
+    return builds.pop() if builds else None
 
 
 def with_build(arms: list[Arm], build: str | None) -> list[Arm]:

@@ -23,7 +23,7 @@ from abtest.config.playbook import load_profile
 from abtest.engine.design import build_arms
 from abtest.engine.node_sweep import NodeSweep
 from abtest.engine.sweep import SweepOptions
-from abtest.engine.sweep_plan import SweepPlan, build_plan
+from abtest.engine.sweep_plan import SweepPlan, build_plan, profile_build
 from abtest.errors import UserError
 from abtest.lab import releases
 from abtest.lab.layout import LabState, Paths
@@ -371,3 +371,45 @@ def test_a_bad_kubelet_build_option_is_one_error(build: str, says: str) -> None:
 def test_kubelet_build_with_a_build_factor_is_refused() -> None:
     with pytest.raises(UserError, match="already runs its own kubelet build"):
         build_plan(PlanOptions(playbook="lab-releases", rounds=1, kubelet_build=AGC))
+
+
+def _profile_with(tmp_path: Path, extra: str, builds_dir: bool = True) -> Path:
+    text = Path(load_profile("lab").source).read_text()
+    if not builds_dir:
+        text = "\n".join(
+            line for line in text.splitlines() if not line.strip().startswith("builds_dir:")
+        )
+    text = text.replace("  config_path:", f"  build: {extra}\n  config_path:", 1)
+    path = tmp_path / "agc-node.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_profiles_kubelet_build_is_every_arms_build(tmp_path: Path) -> None:
+    path = _profile_with(tmp_path, AGC)
+    assert load_profile(str(path)).kubelet_build == AGC
+    plan = build_plan(
+        PlanOptions(playbook="lab-sweep", catalog="agc", profiles=(str(path),), rounds=1)
+    )
+    assert {a.kubelet_binary for a in plan.arms} == {AGC}
+    # two nodes whose profiles disagree are refused: their arms would differ
+    agc_node = load_profile(str(path))
+    with pytest.raises(UserError, match="the profiles name different kubelet builds"):
+        profile_build([agc_node, dataclasses.replace(agc_node, kubelet_build=None)])
+
+
+@pytest.mark.parametrize(
+    ("value", "builds_dir", "says"),
+    [
+        ("v1.36.3+./agc", True, "a series folder cannot be named here"),
+        ("agc", True, "neither a kubelet release nor a release"),
+        (AGC, False, "a build is found in kubelet.builds_dir, which is not set"),
+    ],
+)
+def test_a_bad_profile_kubelet_build_names_the_file(
+    tmp_path: Path, value: str, builds_dir: bool, says: str
+) -> None:
+    path = _profile_with(tmp_path, value, builds_dir)
+    with pytest.raises(UserError, match=says) as caught:
+        load_profile(str(path))
+    assert str(path) in str(caught.value)
