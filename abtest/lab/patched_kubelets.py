@@ -66,15 +66,9 @@ def ensure_patched_kubelet(
         raise LabError("building a patched kubelet needs Go (>= 1.24) and git on this machine")
     name = build_name(series)
     say(f"building kubelet {name} ({len(series.patches)} patches) into {out}")
-    progress = BuildProgress.plan(
-        ["modules", "patches", "kubelet+series"], say, cache_root() / "build-times.json", live
-    )
+    progress = _progress(["kubelet+series"], say, live)
     with progress.display():
-        with progress.step("modules"):
-            base = kubernetes_module(series.release, ["kubelet"], progress)
-            source = _module_source(series, base, progress)
-        with progress.step("patches"):
-            tree = patched_tree(series, source)
+        base, tree = _patched_source(series, progress)
         with progress.step("kubelet+series"):
             module = _series_module(series, base, tree)
             out.mkdir(parents=True, exist_ok=True)
@@ -104,25 +98,36 @@ def go_test_series(
         raise LabError("testing a patch series needs Go (>= 1.24) and git on this machine")
     go_files = sorted({f for p in series.patches for f in p.files if f.endswith(".go")})
     packages = sorted({"k8s.io/kubernetes/" + str(Path(f).parent) for f in go_files})
-    progress = BuildProgress.plan(
-        ["modules", "patches", "go vet", "go test"], say, cache_root() / "build-times.json", live
-    )
+    progress = _progress(["go vet", "go test"], say, live)
     with progress.display():
-        with progress.step("modules"):
-            base = kubernetes_module(series.release, ["kubelet"], progress)
-            source = _module_source(series, base, progress)
-        with progress.step("patches"):
-            tree = patched_tree(series, source)
-            module = _series_module(series, base, tree)
-            present = [f for f in go_files if (tree / f).is_file()]
-            unformatted = run_go_tool(["gofmt", "-l", *present], tree)
-            if unformatted.strip():
-                raise LabError(f"gofmt: not formatted: {' '.join(unformatted.split())}")
+        base, tree = _patched_source(series, progress)
+        module = _series_module(series, base, tree)
+        present = [f for f in go_files if (tree / f).is_file()]
+        unformatted = run_go_tool(["gofmt", "-l", *present], tree)
+        if unformatted.strip():
+            raise LabError(f"gofmt: not formatted: {' '.join(unformatted.split())}")
         with progress.step("go vet"):
             run_go(["vet", "-trimpath", *packages], module, progress)
         with progress.step("go test"):
             out = run_go(["test", "-trimpath", "-count=1", *packages], module, progress)
     return [line for line in out.splitlines() if line.startswith(("ok ", "ok\t", "---", "FAIL"))]
+
+
+def _progress(steps: list[str], say: Callable[[str], None], live: bool | None) -> BuildProgress:
+    return BuildProgress.plan(
+        ["modules", "patches", *steps], say, cache_root() / "build-times.json", live
+    )
+
+
+def _patched_source(series: PatchSeries, progress: BuildProgress) -> tuple[Path, Path]:
+    """The release's throwaway module (its go.mod pins the staging modules) and a patched
+    copy of its source: the "modules" and "patches" steps."""
+    with progress.step("modules"):
+        base = kubernetes_module(series.release, ["kubelet"], progress)
+        source = _module_source(series, base, progress)
+    with progress.step("patches"):
+        tree = patched_tree(series, source)
+    return base, tree
 
 
 def run_go_tool(argv: list[str], cwd: Path) -> str:
