@@ -45,6 +45,8 @@ COUNTERS: tuple[str, ...] = (
     # the agc patch series' own counters (kubelet-patches/agc): whether each gate's mechanism
     # engaged in a round (absent from an upstream kubelet, so no delta there)
     "kubelet_pod_status_sync_retries_total",
+    "kubelet_qos_cgroup_update_requests_total",
+    "kubelet_qos_cgroup_updates_total",
     "kubelet_cgroup_manager_systemd_units_created_with_resources_total",
     "kubelet_cgroup_manager_libcontainer_managers_built_total",
 )
