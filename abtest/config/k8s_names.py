@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import re
 
+from abtest.config.whole import whole
+
 # A RuntimeClass name is a DNS-1123 subdomain; an annotation key is a qualified name: an
 # optional DNS-1123 subdomain prefix and "/", then a name of at most 63 characters.
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 RUNTIME_CLASS_TODO = "a DNS-1123 subdomain: lowercase letters, digits, - and ., e.g. runc"
 ANNOTATION_TODO = "e.g. agc.cloud.tencent.com/cube-template-mode"
 
 
 def runtime_class_problem(value: object) -> str | None:
-    if not isinstance(value, str) or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+    if not isinstance(value, str) or len(value) > 253 or not whole(DNS1123_SUBDOMAIN, value):
         return f"invalid RuntimeClass name {_shown(value)}"
     return None
 
@@ -22,9 +24,9 @@ def runtime_class_problem(value: object) -> str | None:
 def annotation_key_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     problem = None
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not whole(QUALIFIED_NAME, name):
         problem = "the name part must be 1-63 characters, alphanumeric at both ends, - _ . inside"
-    elif slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    elif slash and (not prefix or len(prefix) > 253 or not whole(DNS1123_SUBDOMAIN, prefix)):
         problem = "the prefix before / must be a lowercase DNS subdomain"
     return f"invalid annotation key {_shown(key)}: {problem}" if problem else None
 
@@ -34,11 +36,11 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def namespace_problem(value: str) -> str | None:
     """A namespace is a DNS-1123 label: the playbook's field and --namespace share this rule."""
-    if len(value) > 63 or not NAMESPACE.match(value):
+    if len(value) > 63 or not whole(NAMESPACE, value):
         return f"invalid namespace {_shown(value)}: a DNS-1123 label (a-z, 0-9, -; at most 63)"
     return None

@@ -19,9 +19,10 @@ from abtest.config.k8s_names import (
 )
 from abtest.config.margin import MARGIN_TODO, margin_problem
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields, load_yaml_mapping
 
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def _parse_workload(w: Fields) -> Workload:
     for attr, (section, key, default) in quantities.items():
         raw = section.data.get(key, default)
         text = str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw
-        if not isinstance(text, str) or not QUANTITY.match(text):
+        if not whole(QUANTITY, text):
             raise section.error(key, f"invalid resource quantity {raw!r}", "e.g. 100m, 2, 128Mi")
         values[attr] = text
     probe = w.str_list("readiness_probe_command", default=[])

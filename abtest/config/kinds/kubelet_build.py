@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from abtest.config.domain import NODE_KUBELET, FactorValue, parse_release
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 from abtest.errors import UserError
 
@@ -68,7 +69,7 @@ def _build(f: Fields, key: str) -> str:
     if value == NODE_KUBELET:
         return value
     if value.startswith("/"):
-        if not SAFE_NODE_PATH.fullmatch(value) or "/../" in value or value.endswith("/.."):
+        if not whole(SAFE_NODE_PATH, value) or "/../" in value or value.endswith("/.."):
             raise f.error(key, f"invalid path on the node {value!r}", "letters, digits, . _ / + -")
         return value
     return parse_release(value, f.where(key)).version
