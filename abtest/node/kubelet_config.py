@@ -129,9 +129,12 @@ def parse_set_option(option: str) -> tuple[str, Scalar]:
     -> float, anything else -> str. Quote a value ('5' or "5") to force a string.
     """
     path, sep, raw = option.partition("=")
-    path = path.strip()
     if not sep or not path:
         raise UserError(f"--set {option!r} has no PATH=VALUE", where="--set", todo=_SET_HELP)
+    if any(ch in option for ch in "\x00\n\r"):
+        # a NUL or line break would reach the kubelet config (and its YAML) as written
+        raise UserError(f"--set {option!r} contains a NUL or line break", "--set", _SET_HELP)
+    path = path.strip()  # spaces only: a line break was refused above
     split_path(path)
     raw = raw.strip()
     value: Scalar

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.config.k8s_names import run_id_problem
 from abtest.config.paths import check_db_path
 from abtest.errors import StoreConflict, StoreError, UserError
 from abtest.store.pg import PgConnection, is_url, pg_ddl, redact
@@ -337,6 +338,8 @@ class Store:
     # --- runs ---------------------------------------------------------------------------
 
     def run_row(self, run_id: str) -> Any:
+        if problem := run_id_problem(run_id):
+            raise UserError(problem, self.name, "see `abtest runs`")
         rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise UserError(f"no run {run_id!r}", self.name, "see `abtest runs`")
