@@ -204,3 +204,48 @@ def test_a_store_error_is_no_arms_fault(host: FakeHost, faulty: FaultyStore) -> 
         ctl.apply({"kubeAPIQPS": 5})
     assert "readonly" in str(err.value)
     host.verify()
+
+
+def _claim_check(host: FakeHost, store: FaultyStore) -> tuple[bool, str]:
+    """What `abtest node check` says of the lock's claim on this node."""
+    from abtest.node.preflight import CheckReport, _claim
+    from abtest.testing.host import FakeCluster
+
+    profile = host.profile()
+    held = LockInfo.from_json(host.lock_path.read_text())
+    report = CheckReport(host.name)
+    with host.session(profile) as node:
+        cluster: Any = FakeCluster(host)
+        report.add("lock's claim", lambda: _claim(profile, node, store, held, cluster))
+    return report.items[0].ok, report.items[0].detail
+
+
+def test_node_check_says_whether_the_running_kubelet_matches_the_locks_claim(
+    host: FakeHost, faulty: FaultyStore
+) -> None:
+    with host.controller(faulty) as ctl:
+        ctl.apply({"kubeAPIQPS": 5})  # exits with the change in effect: the lock is kept
+    ok, detail = _claim_check(host, faulty)
+    assert ok and "matches the lock's claim (kubeAPIQPS=5)" in detail
+    # the config put back and the kubelet restarted by hand: the lock now misstates the node
+    host.config_path.write_bytes(host.original)
+    host.answer(["sh", "-c", "fake-kubelet restart"])
+    ok, detail = _claim_check(host, faulty)
+    assert not ok and "does not match the lock's claim" in detail and "kubeAPIQPS" in detail
+    with host.controller(faulty) as ctl:
+        assert ctl.restore().restored  # `abtest node restore` frees it
+    host.verify()
+
+
+def test_node_check_sees_a_backup_a_claimless_lock_does_not_name(
+    host: FakeHost, faulty: FaultyStore
+) -> None:
+    _plant_lock(host)
+    ok, detail = _claim_check(host, faulty)
+    assert ok and "claims no change" in detail
+    backup = Path(str(host.config_path) + ".abtest-original")
+    backup.write_bytes(host.original)
+    ok, detail = _claim_check(host, faulty)
+    assert not ok and "is on the node" in detail
+    backup.unlink()
+    host.lock_path.unlink()
