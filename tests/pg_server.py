@@ -75,6 +75,27 @@ class PgServer:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server (``immediate``: no shutdown checkpoint, every client cut at once,
+        as a crash or an operator's fast stop does)."""
+        self._ctl("-m", mode, "-w", "stop")
+
+    def start(self) -> None:
+        """Start it again (after :meth:`stop`), on the same port, and wait until it listens."""
+        self._ctl("-o", self.options, "-w", "-t", "60", "-l", str(self.root / "log"), "start")
+        _wait_listening(self.port)
+
+    def _ctl(self, *args: str) -> None:
+        argv = [str(self.bin / "pg_ctl"), "-D", str(self.data), *args]
+        subprocess.run(_as_server_user(argv), check=True, capture_output=True, timeout=120)
+
+    @property
+    def options(self) -> str:
+        return (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories="
+            f"{self.root} -c fsync=off -c shared_buffers=16MB -c max_connections=40"
+        )
+
     def terminate(self, pid: int) -> None:
         """Kill one backend (a controller's connection), as a server restart or a network
         cut would from the client's side."""
@@ -84,6 +105,18 @@ class PgServer:
             # waits (up to 5 s) until the backend is gone, so the next statement meets a dead
             # connection rather than racing the signal
             conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 @contextmanager
@@ -102,21 +135,7 @@ def running_server() -> Iterator[PgServer]:
     try:
         run([str(bindir / "initdb"), "-D", str(server.data), "-U", USER, "--auth=trust",
              "--no-sync", "-E", "UTF8", "--locale=C"])  # fmt: skip
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={server.port} -c unix_socket_directories="
-            f"{root} -c fsync=off -c shared_buffers=16MB -c max_connections=40"
-        )
-        run([str(bindir / "pg_ctl"), "-D", str(server.data), "-o", options, "-w", "-t", "60",
-             "-l", str(root / "log"), "start"])  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        server.start()
         yield server
     finally:
         if (server.data / "postmaster.pid").exists():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from abtest.config.numbers import check_probability
 from abtest.errors import AbtestError, UserError
 from abtest.node.kubelet_config import changed_fields
 from abtest.stats.changepoints import (
@@ -85,6 +86,7 @@ def _config_fields(
 
 
 def history(req: HistoryRequest) -> History:
+    check_probability(req.max_pvalue, "--max-pvalue", "a significance level, e.g. 0.001")
     if req.metric not in METRICS:
         raise UserError(f"unknown metric {req.metric!r}", "--metric", f"use {', '.join(METRICS)}")
     if req.fail_on_new is not None and req.fail_on_new < 1:

@@ -39,7 +39,8 @@ def history(
         ),
     ] = None,
     max_pvalue: Annotated[
-        float, typer.Option("--max-pvalue", help="Otava's significance level.")
+        float,
+        typer.Option("--max-pvalue", help="Otava's significance level, strictly between 0 and 1."),
     ] = MAX_PVALUE,
     out: Annotated[
         Path | None,

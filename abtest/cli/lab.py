@@ -66,7 +66,8 @@ def up(
     on a machine also builds the lab's containerd (upstream, not Debian's 1.6; once for every
     release). Node 1's profile is `lab` (playbooks/nodes/lab.yaml); node i's is written to
     /var/lib/abtest-lab/nodes/abtest-lab-i/profile.yaml (`--profile PATH`)."""
-    release = parse_release(kubernetes, "--kubernetes") if kubernetes else None
+    # an empty --kubernetes is a mistake (an unset variable), never "no flag"
+    release = parse_release(kubernetes, "--kubernetes") if kubernetes is not None else None
     st = control.up(
         say=lambda line: console.print(line, highlight=False),
         nodes=nodes,

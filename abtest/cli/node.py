@@ -103,7 +103,8 @@ def check(
     json_out: o.Json = False,
 ) -> None:
     """Pre-flight, no change: SSH + sudo, config parses, node Ready, factors known, image
-    present, lock free, nothing pending. Exit 0 only if every check passes."""
+    present, lock free (a held lock: whether the running kubelet matches its claim), nothing
+    pending. Exit 0 only if every check passes."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
     report = check_node(
         prof, settings_of(sets), image=image, db=db, accept_new_host_key=accept_new_host_key
@@ -209,7 +210,8 @@ def restore(
 ) -> None:
     """Put back the original config (and kubelet binary) from the journal, or from the
     backup and marker on the node when this database has none; restart, verify healthy,
-    release the lock. Nothing to do is not an error. A file someone else changed since
+    release the lock (also one whose holder process is gone from this host, with nothing to
+    put back). Nothing to do is not an error. A file someone else changed since
     abtest wrote it is refused and left as found (exit 2) unless --force."""
     prof = o.with_kube(load_profile(profile), kubeconfig, context)
     access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)

@@ -67,7 +67,7 @@ def regress(
     margin: Annotated[
         float | None,
         typer.Option(
-            "--margin", help="Allowed slowdown in percent, 0 or more; default: playbook's."
+            "--margin", help="Allowed slowdown in percent, 0 to 100; default: playbook's."
         ),
     ] = None,
     rounds: Annotated[

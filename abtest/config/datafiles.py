@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from abtest.config.whole import whole_match
 from abtest.errors import ConfigError
 
 _NOUNS = {"gates": "catalog", "playbooks": "playbook", "kubelet-patches": "patch series"}
@@ -53,7 +54,7 @@ PROFILE_RULE = (
     "a path to an existing YAML file is that file; otherwise a shipped name (lab, "
     "kubeadm-systemd; `nodes/NAME.yaml` also names one)"
 )
-_SHIPPED_NAME = re.compile(r"^(nodes/)?(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*?)(\.yaml)?$")
+_SHIPPED_NAME = re.compile(r"(nodes/)?(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*?)(\.yaml)?")
 
 
 def resolve_profile(name_or_path: str, base: Path | None = None) -> Path:
@@ -70,7 +71,7 @@ def resolve_profile(name_or_path: str, base: Path | None = None) -> Path:
     if candidate.is_dir():
         raise ConfigError(f"{candidate} is a directory", where, "give a profile YAML file")
     folder = data_dir("playbooks") / "nodes"
-    match = _SHIPPED_NAME.match(name_or_path)
+    match = whole_match(_SHIPPED_NAME, name_or_path)
     if match and (folder / f"{match['name']}.yaml").is_file():
         return folder / f"{match['name']}.yaml"
     known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from abtest.config.whole import whole_match
 from abtest.errors import UserError
 
 if TYPE_CHECKING:
@@ -281,8 +282,8 @@ class Release:
 
 def parse_release(text: str, where: str = "--kubernetes") -> Release:
     """A release from ``v1.36.3`` (or ``1.36.3``); anything else is one clear error."""
-    value = text.strip()
-    found = _VERSION.fullmatch(value)
+    value = text
+    found = whole_match(_VERSION, value)  # " v1.36.3\n" is a mistake to say, not to mend
     if found is None:
         raise UserError(
             f"{value!r} is not a Kubernetes release",

@@ -86,3 +86,21 @@ SETTING = Range(-SQLITE_INT_MAX, SQLITE_INT_MAX)
 # a round's metric in seconds: a start-up time, not 1e308 (overflows the statistics) nor a
 # subnormal 1e-320 (its logarithm is not finite)
 METRIC_S = Range(1e-9, 1e7, unit="s")
+
+
+# --- probabilities --------------------------------------------------------------------------
+def probability_problem(value: object) -> str | None:
+    """A probability a user sets (a significance level, a p-value bound) lies strictly between
+    0 and 1: 0 finds nothing ever, 1 or more "finds" a change in pure noise, NaN compares false
+    with everything."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"expected a probability, got {_shown(value)}"
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        return f"must be strictly between 0 and 1, got {value!r}"
+    return None
+
+
+def check_probability(value: object, where: str, todo: str = "e.g. 0.05") -> float:
+    if problem := probability_problem(value):
+        raise UserError(problem, where, todo)
+    return float(value)  # type: ignore[arg-type]

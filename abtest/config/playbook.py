@@ -12,17 +12,23 @@ from abtest.config import numbers as num
 from abtest.config.domain import design_choices, design_problem
 from abtest.config.k8s_names import (
     ANNOTATION_TODO,
+    NODE_NAME_TODO,
+    NODE_PATH_TODO,
     RUNTIME_CLASS_TODO,
     annotation_key_problem,
+    image_problem,
     namespace_problem,
+    node_name_problem,
+    node_path_problem,
     runtime_class_problem,
 )
 from abtest.config.kubelet_series import parse_build_name
 from abtest.config.margin import MARGIN_TODO, margin_problem
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields, load_yaml_mapping
 
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
 
 
 @dataclass(frozen=True)
@@ -252,7 +258,7 @@ def _parse_workload(w: Fields) -> Workload:
     for attr, (section, key, default) in quantities.items():
         raw = section.data.get(key, default)
         text = str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw
-        if not isinstance(text, str) or not QUANTITY.match(text):
+        if not whole(QUANTITY, text):
             raise section.error(key, f"invalid resource quantity {raw!r}", "e.g. 100m, 2, 128Mi")
         values[attr] = text
     probe = w.str_list("readiness_probe_command", default=[])
@@ -268,8 +274,11 @@ def _parse_workload(w: Fields) -> Workload:
     for key in annotations:
         if problem := annotation_key_problem(key):
             raise w.error("annotations", problem, ANNOTATION_TODO)
+    image = w.text("image", default=d.image)
+    if problem := image_problem(image):
+        raise w.error("image", problem, "e.g. docker.io/library/busybox:1.36.1")
     return Workload(
-        image=w.text("image", default=d.image),
+        image=image,
         command=tuple(w.str_list("command", default=list(d.command))),
         runtime_class=runtime_class,
         annotations=tuple(sorted(annotations.items())),
@@ -351,20 +360,28 @@ def parse_profile(path: Path) -> NodeProfile:
         if key in ssh.data and (problem := check(ssh.data[key])):
             raise ssh.error(key, problem, "give the name as `ssh` takes it")
     lock_path = top.text("lock_path", default="/var/lib/abtest/node.lock")
-    if not lock_path.startswith("/"):
-        raise top.error("lock_path", f"expected an absolute path on the node, got {lock_path!r}")
+    if problem := node_path_problem(lock_path):
+        raise top.error("lock_path", problem, NODE_PATH_TODO)
+    node_name = top.text("node_name", required=True)
+    if problem := node_name_problem(node_name):
+        raise top.error("node_name", problem, NODE_NAME_TODO)
     _check_removers(commands)
     _check_sandbox_listing(commands)
     _check_handler_listing(commands)
     _check_sandbox_stop(commands)
     for key in ("config_path", "binary_path", "builds_dir"):
         value = kubelet.text(key, required=key != "builds_dir", default="/")
-        if not value.startswith("/"):
-            raise kubelet.error(key, f"expected an absolute path on the node, got {value!r}")
+        if problem := node_path_problem(value):
+            raise kubelet.error(key, problem, NODE_PATH_TODO)
+    # every command runs in a shell on the node: given, it is not empty, NUL or CR
+    for key in ("log_command", "status_command", "pid_command"):
+        kubelet.command(key)
+    for key in ("sandbox_count", "image_present", "runtime_handlers", "sandbox_handlers"):
+        commands.command(key)
     return NodeProfile(
         name=top.text("profile", default=path.stem),
         source=str(path),
-        node_name=top.text("node_name", required=True),
+        node_name=node_name,
         kubeconfig=_expand(top.opt_text("kubeconfig")),
         kube_context=top.opt_text("context"),
         ssh=SSHTarget(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-_QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[numkMGTPE]|[KMGTPE]i)?$")
+from abtest.config.whole import whole_match
+
+_QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[numkMGTPE]|[KMGTPE]i)?")
 _FACTORS = {
     None: 1.0,
     "n": 1e-9,
@@ -29,7 +31,7 @@ _FACTORS = {
 def parse_quantity(text: str) -> float | None:
     """The quantity's value in base units, or None for a form this does not read (an
     exponent, a sign): a caller then skips its check rather than guess."""
-    m = _QUANTITY.match(text.strip())
+    m = whole_match(_QUANTITY, text)
     if m is None:
         return None
     return float(m["number"]) * _FACTORS[m["suffix"]]

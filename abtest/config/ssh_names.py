@@ -12,11 +12,12 @@ import ipaddress
 import re
 
 from abtest.config.numbers import PORT
+from abtest.config.whole import whole
 
 # RFC 1123 labels, plus "_" (seen in real ssh config aliases); never a leading "-" (an option)
-_HOST = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})$")
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})")
 # POSIX portable user names (useradd's rule), with the "$" of machine accounts
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?$")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
 def host_problem(host: object) -> str | None:
@@ -30,7 +31,7 @@ def host_problem(host: object) -> str | None:
         except ValueError:
             return f"invalid IPv6 address {_shown(host)}"
         return None
-    if not _HOST.match(text) or ".." in text:
+    if not whole(_HOST, text) or ".." in text:
         return (
             f"invalid host name {_shown(host)}: letters, digits, '.', '-' and '_' only "
             "(no spaces, quotes, ';', '%' or line breaks), not starting with '-'"
@@ -39,7 +40,7 @@ def host_problem(host: object) -> str | None:
 
 
 def user_problem(user: object) -> str | None:
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not whole(_USER, user):
         return (
             f"invalid user name {_shown(user)}: letters, digits, '.', '-' and '_' only, "
             "not starting with '-' or '.', at most 64 characters"

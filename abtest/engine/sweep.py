@@ -30,7 +30,7 @@ from abtest.engine.node_sweep import NodeOutcome, NodeSweep, PreflightGate, Swee
 from abtest.engine.nodekit import NodeKit, RealNodes
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.engine.sweep_run import Event, SweepOptions, start_run
-from abtest.errors import AbtestError, Interrupted
+from abtest.errors import AbtestError, Interrupted, StoreError
 from abtest.node.signals import SignalGuard, shield
 from abtest.store.db import Store
 
@@ -106,7 +106,13 @@ def _sweep(
         with shield():  # the run row is written even if a second signal comes now
             if status == "finished" and any(w.outcome.failed_arms for w in workers):
                 reason = skipped_arms({w.outcome.node_name: w.outcome.failed_arms for w in workers})
-            finish_run(store, run_id, status, reason)
+            try:
+                finish_run(store, run_id, status, reason)
+            except StoreError:
+                if status == "finished":
+                    raise
+                # the store failed again: the error that stopped the run is the one to say;
+                # the row stays open and --resume reopens it
             emit("end", {"run_id": run_id, "status": status, "reason": reason})
     return SweepResult(run_id, status, [w.outcome for w in workers], time.monotonic() - t0)
 

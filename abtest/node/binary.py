@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import remote_files as rf
 from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs, Marker
@@ -44,7 +45,7 @@ class BinaryState:
 
 
 def check_path(path: str, flag: str) -> str:
-    if not SAFE_PATH.fullmatch(path) or "/../" in path or path.endswith("/.."):
+    if not whole(SAFE_PATH, path) or "/../" in path or path.endswith("/.."):
         raise UserError(f"invalid binary path {path!r}", flag, "an absolute path on the node")
     return path
 
@@ -253,7 +254,8 @@ class KubeletBinary:
                 )
             self._copy_over(self.backup, original, entry, expect=current)
         rf.remove(self.conn, self.marker, self.backup, sudo=self.sudo)
-        self.journal.mark(entry.id, RESTORED, detail="original kubelet binary back")
+        # the binary is back whatever the database says now (a fault: written later)
+        self.journal.close_entry(entry.id, RESTORED, "original kubelet binary back")
         return True
 
     def _write_marker(self, entry: JournalEntry) -> None:

@@ -36,11 +36,11 @@ from abtest.cluster.client import Cluster, connect
 from abtest.cluster.nodes import configz, feature_enabled
 from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
-from abtest.errors import NodeError, UserError
+from abtest.errors import NodeError, StoreError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node import kubelet_sources as ks
 from abtest.node import remote_files as rf
-from abtest.node import restart
+from abtest.node import restart, settle
 from abtest.node.apply_plan import ApplyPlan, checked_settings, plan_apply
 from abtest.node.binary import KubeletBinary
 from abtest.node.config_file import BACKUP_SUFFIX, ConfigFile
@@ -51,6 +51,7 @@ from abtest.node.health import (
     unknown_paths,
 )
 from abtest.node.lock import NodeLock
+from abtest.node.lock_exit import leave_lock, pending_changes
 from abtest.node.records import (
     ApplyRecord,
     RestoreRecord,
@@ -114,7 +115,9 @@ class NodeController:
         self.sudo = profile.sudo
         self.cluster = cluster or connect(profile.kubeconfig, context=profile.kube_context)
         self.journal = Journal(store, run_id=run_id)
-        self.lock = NodeLock(self.ssh, profile.lock_path, sudo=profile.sudo)
+        self.lock = NodeLock(
+            self.ssh, profile.lock_path, sudo=profile.sudo, profile_name=profile.name
+        )
         self.guard = SignalGuard()
         self._config_path: str | None = None
 
@@ -136,31 +139,12 @@ class NodeController:
             self.guard.__exit__(exc_type, exc, tb)
 
     def close(self) -> None:
-        """Release the lock unless a change it protects is still in effect; disconnect."""
+        """Release the lock unless a change it protects is still in effect; disconnect.
+
+        What is in effect is what this controller knows (its journal remembers what it could
+        not write), so a database fault never leaves a lock claiming a change that is undone."""
         try:
-            held = self.lock.held
-            if held is not None:
-                ours = [
-                    e
-                    for e in (
-                        self.journal.pending(self.node),
-                        self.journal.pending(self.node, kind="binary"),
-                    )
-                    if e is not None and e.applied.get("lock_token") == held.token
-                ]
-                if not ours:
-                    self.lock.release()
-                elif held.state != "kept":
-                    pending = ours[0]
-                    what = (
-                        describe_settings(pending.applied.get("settings", {}))
-                        if pending.kind == "config"
-                        else f"kubelet binary {pending.applied.get('candidate')}"
-                    )
-                    self.lock.keep(
-                        f"{what} (journal #{pending.id} in {self.journal.store.name}); "
-                        f"undo: abtest node restore --profile {self.profile.name}"
-                    )
+            leave_lock(self.lock, self.journal, self.profile)
         except NodeError as exc:
             self.progress(f"could not release the node lock: {exc}")
         finally:
@@ -267,6 +251,11 @@ class NodeController:
         """The change this node has pending: an earlier arm's under our lock, or none."""
         pending = self.journal.pending(self.node)
         if pending is not None and pending.applied.get("lock_token") != token:
+            # an earlier controller restored it but could not journal that (a store fault)
+            if settle.undone_on_node(self.ssh, pending, None, sudo=self.sudo):
+                self.journal.mark(pending.id, RESTORED, detail=settle.SETTLED)
+                self.progress(f"journal #{pending.id}: {settle.SETTLED}")
+                return None
             raise NodeError(
                 f"node {self.node} has an unrestored change (journal #{pending.id}, "
                 f"{pending.state} since {pending.created_at}); run "
@@ -349,9 +338,16 @@ class NodeController:
             ) from exc
         raise exc
 
-    def _hold_lock(self, purpose: str, takeover_token: str | None = None) -> str:
+    def _hold_lock(
+        self, purpose: str, takeover_token: str | None = None, *, reclaim_dead: bool = False
+    ) -> str:
         if self.lock.held is None:
-            self.lock.acquire(purpose, break_lock=self.break_lock, takeover_token=takeover_token)
+            self.lock.acquire(
+                purpose,
+                break_lock=self.break_lock,
+                takeover_token=takeover_token,
+                reclaim_dead=reclaim_dead,
+            )
         assert self.lock.held is not None
         return self.lock.held.token
 
@@ -374,13 +370,13 @@ class NodeController:
                 raise  # journaled as changed; nothing was written
             except BaseException as failure:
                 detail = f"apply failed: {reason}; rollback failed: {reason_of(failure)}"
-                self.journal.mark(entry.id, FAILED, detail=detail)
+                self.journal.close_entry(entry.id, FAILED, detail)
                 raise NodeError(
                     f"{detail}. The node may be unhealthy: check it, then run "
                     f"`abtest node restore --profile {self.profile.name}`"
                 ) from failure
-        if not isinstance(exc, Exception):
-            raise exc
+        if not isinstance(exc, Exception) or isinstance(exc, StoreError):
+            raise exc  # a signal, or the database: no fault of the arm's, the node is back
         secs = restore.restart_to_verified_s or 0.0
         what = "config and kubelet binary" if binary_back else "config"
         message = f"{reason}; rolled back to the original {what} (healthy {secs:.1f} s later)"
@@ -408,11 +404,12 @@ class NodeController:
                     journal_id=None,
                     message=f"nothing to restore: no pending change for {self.node} in "
                     f"{self.journal.store.name} and no {self.backup_path} or "
-                    f"{binary.backup} on the node",
+                    f"{binary.backup} on the node{self._free_dead_lock()}",
                 )
             tokens = [e.applied.get("lock_token") for e in (entry, bin_entry) if e is not None]
             token = next((str(t) for t in tokens if t), None)
-            self._hold_lock(f"restore journal #{(entry or bin_entry).id}", token)  # type: ignore[union-attr]
+            what = f"restore journal #{(entry or bin_entry).id}"  # type: ignore[union-attr]
+            self._hold_lock(what, token, reclaim_dead=True)
             if entry is not None:
                 self.files.check_ours(entry, self.read_config(entry.path), force=force)
             if bin_entry is not None:
@@ -434,6 +431,15 @@ class NodeController:
                 total_s=time.monotonic() - t0,
             )
 
+    def _free_dead_lock(self) -> str:
+        """Nothing to restore, but a lock whose holder is gone from this host: freed (taken
+        here, released by :meth:`close`). Returns what to add to the message."""
+        held = self.lock.read()
+        if held is None or held.holder_alive() is not False:
+            return ""
+        self._hold_lock("restore: free a lock whose holder is gone", reclaim_dead=True)
+        return f"; freed the lock of {held.holder} pid {held.pid}, which no longer runs"
+
     def install_kubelet_binary(self, candidate: str | None) -> str:
         """Put ``candidate`` (a file on the node; None: the original) at the profile's
         kubelet binary path, journaled and verified; returns its sha256. Takes effect at the
@@ -446,11 +452,9 @@ class NodeController:
             return binary.install(candidate, lock_token=token).sha256
 
     def has_pending_change(self) -> bool:
-        """A config or binary change of ours is in effect (restore() puts both back)."""
-        return (
-            self.journal.pending(self.node) is not None
-            or self.journal.pending(self.node, kind="binary") is not None
-        )
+        """A config or binary change of ours is in effect (restore() puts both back); known
+        without the database when it fails (a sweep's store fault still restores)."""
+        return bool(pending_changes(self.journal, self.node))
 
     def _binary_token(self) -> str | None:
         for kind in ("binary", "config"):
@@ -470,12 +474,17 @@ class NodeController:
         if current != original:
             self.files.put_original(entry, current)
         health, restart_s = self.restart_and_wait(restore_expectations(entry, text), text)
-        self.journal.mark(entry.id, RESTORED, detail=why)
+        # the node is back and verified: a database fault now changes none of that (the
+        # backup goes too, so the next controller sees the change undone: abtest.node.settle)
+        fault = self.journal.close_entry(entry.id, RESTORED, why)
         if entry.backup_path:
             try:
                 self.files.remove_backup(entry.backup_path)
             except NodeError as exc:
                 self.progress(f"could not remove {entry.backup_path}: {exc}")
+        if fault is not None:
+            why += f"; journal #{entry.id} could not be closed ({fault}): the next run closes it"
+            self.progress(why)
         return RestoreRecord(
             node_name=self.node,
             restored=True,

@@ -30,6 +30,7 @@ from abtest.cluster.client import Cluster
 from abtest.cluster.nodes import configz, feature_enabled, lease_renewed, node_status
 from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
+from abtest.config.whole import whole
 from abtest.errors import ClusterError, NodeError
 from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
 from abtest.node.session import NodeSession
@@ -100,7 +101,7 @@ def healthz_url(profile: NodeProfile, config_text: str) -> str:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise NodeError(f"kubelet config healthzPort {port!r} is not a port number")
         url = url.replace("{healthz_port}", str(port))
-    if not _URL_RE.fullmatch(url):
+    if not whole(_URL_RE, url):
         raise NodeError(f"healthz URL {url!r} does not look like http(s)://host:port/path")
     return url
 

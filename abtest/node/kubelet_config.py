@@ -27,6 +27,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from abtest.config.domain import Scalar
+from abtest.config.whole import whole
 from abtest.errors import ConfigError, UserError
 
 KIND = "KubeletConfiguration"
@@ -64,7 +65,7 @@ def split_path(path: str) -> tuple[str, ...]:
     head, _, rest = path.partition(".")
     if head in MAP_FIELDS:
         key_re = MAP_FIELDS[head]
-        if not rest or not key_re.fullmatch(rest):
+        if not rest or not whole(key_re, rest):
             what = "feature gate name" if head == "featureGates" else f"{head} key"
             raise UserError(
                 f"invalid {what} {rest!r}",
@@ -74,7 +75,7 @@ def split_path(path: str) -> tuple[str, ...]:
         return (head, rest)
     segments = tuple(path.split("."))
     for seg in segments:
-        if not FIELD_RE.fullmatch(seg):
+        if not whole(FIELD_RE, seg):
             raise UserError(
                 f"invalid field path segment {seg!r}",
                 where=path,
@@ -128,9 +129,12 @@ def parse_set_option(option: str) -> tuple[str, Scalar]:
     -> float, anything else -> str. Quote a value ('5' or "5") to force a string.
     """
     path, sep, raw = option.partition("=")
-    path = path.strip()
     if not sep or not path:
         raise UserError(f"--set {option!r} has no PATH=VALUE", where="--set", todo=_SET_HELP)
+    if any(ch in option for ch in "\x00\n\r"):
+        # a NUL or line break would reach the kubelet config (and its YAML) as written
+        raise UserError(f"--set {option!r} contains a NUL or line break", "--set", _SET_HELP)
+    path = path.strip()  # spaces only: a line break was refused above
     split_path(path)
     raw = raw.strip()
     value: Scalar
@@ -261,7 +265,7 @@ def _render_str(value: str, style: str | None = None) -> str:
         return "'" + value.replace("'", "''") + "'"
     if style != '"' and _PLAIN_RE.fullmatch(value) and not value.endswith(":"):
         low = value.lower()
-        if low not in _YAML_NONSTR and not _NUMBERISH_RE.fullmatch(low):
+        if low not in _YAML_NONSTR and not whole(_NUMBERISH_RE, low):
             return value
     return json.dumps(value, ensure_ascii=False)
 

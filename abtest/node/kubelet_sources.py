@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node.kubelet_flags import FLAG_FIELDS
@@ -266,7 +267,7 @@ def _pids(node: NodeSession) -> list[int]:
         res.check(f"finding processes of {profile.kubelet_binary_path}")
         where = f"{profile.source}: kubelet.binary_path"
     words = res.stdout.split()
-    bad = [w for w in words if not _PID_RE.fullmatch(w)]
+    bad = [w for w in words if not whole(_PID_RE, w)]
     if bad:
         raise UserError(
             f"expected process ids, got {' '.join(bad)[:80]!r}",

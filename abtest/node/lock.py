@@ -53,6 +53,9 @@ class LockInfo:
     token: str
     #: "held": the holder is working; "kept": it exited, leaving a change in effect
     state: str = "held"
+    #: a kept lock's claim: the kubelet settings it says are in effect (``node check`` compares
+    #: them with the running kubelet); None when it claims none or names none
+    claim: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True) + "\n"
@@ -74,6 +77,7 @@ class LockInfo:
             purpose=str(data.get("purpose", "")),
             token=str(data.get("token", "")),
             state=str(data.get("state", "held")),
+            claim=data["claim"] if isinstance(data.get("claim"), dict) else None,
         )
 
     def holder_alive(self) -> bool | None:
@@ -123,11 +127,17 @@ def new_info(purpose: str) -> LockInfo:
 class NodeLock:
     """The lock file at ``path`` on the node behind ``conn``."""
 
-    def __init__(self, conn: Connection, path: str, *, sudo: bool) -> None:
+    def __init__(
+        self, conn: Connection, path: str, *, sudo: bool, profile_name: str | None = None
+    ) -> None:
         self.conn = conn
         self.path = path
         self.sudo = sudo
         self.held: LockInfo | None = None
+        #: named in the command a refusal gives (``abtest node restore --profile NAME``)
+        self.restore_command = "abtest node restore" + (
+            f" --profile {profile_name}" if profile_name else ""
+        )
 
     def read(self) -> LockInfo | None:
         script = '[ -e "$1" ] || exit 3; cat -- "$1"'
@@ -144,11 +154,14 @@ class NodeLock:
         *,
         break_lock: bool = False,
         takeover_token: str | None = None,
+        reclaim_dead: bool = False,
     ) -> LockInfo:
         """Take the lock, or raise NodeLockedError naming who holds it.
 
         ``takeover_token``: a lock with this token is ours to take over (the journal entry
-        being restored names it). ``break_lock``: replace a stale lock.
+        being restored names it). ``break_lock``: replace a stale lock. ``reclaim_dead``: a
+        lock whose holder is known gone (a process of this host that no longer runs) is taken
+        over: ``abtest node restore`` is the command a refusal names for it.
         """
         info = new_info(purpose)
         argv = ["sh", "-c", _CREATE_SCRIPT, "abtest-lock", self.path]
@@ -167,6 +180,8 @@ class NodeLock:
                     "running: let it finish (it restores the node itself), or stop it first"
                 )
             info = replace(info, token=existing.token)
+        elif reclaim_dead and existing.holder_alive() is False:
+            pass  # its holder is gone from this host: nobody else can be relying on it
         elif break_lock:
             if existing.holder_alive():
                 raise NodeLockedError(
@@ -175,9 +190,12 @@ class NodeLock:
                 )
         else:
             if existing.state == "kept":
-                hint = "undo that change with `abtest node restore` first"
+                hint = f"undo that change with `{self.restore_command}` first"
             elif existing.holder_alive() is False:
-                hint = "it looks stale; pass --break-lock to take it over"
+                hint = (
+                    f"its holder is gone from this host: `{self.restore_command}` puts back "
+                    "anything it left and frees the lock"
+                )
             else:
                 hint = "wait for it, or pass --break-lock if you know it is stale"
             held_by = existing.describe()
@@ -186,10 +204,11 @@ class NodeLock:
         self.held = info
         return info
 
-    def keep(self, purpose: str) -> None:
-        """Leave the lock on the node after this process exits (a change stays in effect)."""
+    def keep(self, purpose: str, claim: dict[str, Any] | None = None) -> None:
+        """Leave the lock on the node after this process exits (a change stays in effect);
+        ``claim``: the settings that change put in effect."""
         if self.held is not None:
-            self.held = replace(self.held, purpose=purpose, state="kept")
+            self.held = replace(self.held, purpose=purpose, state="kept", claim=claim)
             self._replace(self.held)
 
     def _replace(self, info: LockInfo) -> None:

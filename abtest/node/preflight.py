@@ -12,14 +12,16 @@ from abtest.cluster.client import Cluster, connect
 from abtest.cluster.nodes import configz, feature_enabled, node_status
 from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile, Workload
-from abtest.errors import AbtestError
+from abtest.errors import AbtestError, StoreError
 from abtest.node import kubelet_config as kc
 from abtest.node import kubelet_sources as ks
 from abtest.node import remote_files as rf
 from abtest.node.control import BACKUP_SUFFIX
-from abtest.node.health import HealthWaiter, healthz_url, unknown_paths
-from abtest.node.lock import NodeLock
+from abtest.node.health import Expectation, HealthWaiter, compare, healthz_url, unknown_paths
+from abtest.node.lock import LockInfo, NodeLock
+from abtest.node.records import describe_settings
 from abtest.node.session import NodeSession
+from abtest.node.settle import SETTLED, settle
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 
@@ -82,6 +84,7 @@ def check(
     with NodeSession(profile, accept_new_host_key=accept_new_host_key) as node:
         ssh = node.ssh
         text: list[str] = []
+        locks: list[LockInfo] = []  # the lock, when one is held
         if not report.add("ssh", lambda: _ssh(node)):
             for name in ("sudo", "kubelet config", "kubelet sources", "image", "node lock"):
                 report.fail(name, "skipped: no SSH")
@@ -91,9 +94,11 @@ def check(
             report.add("kubelet config", lambda: _config(node, text))
             report.add("kubelet sources", lambda: _sources(node, settings))
             report.add("image", lambda: _image(node, image))
-            report.add("node lock", lambda: _lock(node))
+            report.add("node lock", lambda: _lock(node, locks))
         cluster: list[Cluster] = []
         report.add("api: node Ready", lambda: _ready(profile, cluster))
+        if locks and cluster:
+            report.add("lock's claim", lambda: _claim(profile, node, store, locks[0], cluster[0]))
         if text and ssh.connected:
             waiter_cluster = (
                 cluster[0] if cluster else connect(profile.kubeconfig, context=profile.kube_context)
@@ -113,7 +118,10 @@ def check(
                     where = "metric" if path.startswith("featureGates.") else "/configz"
                     detail = f"known ({where})" if known else f"unknown to the running {where}"
                     report.items.append(CheckItem(f"factor {path}", known, detail))
-        report.add("journal", lambda: _journal(profile, store))
+        settled = (
+            node if ssh.connected and (not locks or locks[0].holder_alive() is False) else None
+        )
+        report.add("journal", lambda: _journal(profile, store, settled, locks))
     return report
 
 
@@ -148,11 +156,44 @@ def _image(node: NodeSession, image: str) -> str:
     return f"{image} present"
 
 
-def _lock(node: NodeSession) -> str:
-    held = NodeLock(node.ssh, node.profile.lock_path, sudo=node.profile.sudo).read()
+def _lock(node: NodeSession, out: list[LockInfo]) -> str:
+    profile = node.profile
+    held = NodeLock(node.ssh, profile.lock_path, sudo=profile.sudo).read()
     if held is not None:
+        out.append(held)
+        if held.state == "kept" or held.holder_alive() is False:
+            hint = f"`abtest node restore --profile {profile.name}` undoes it and frees the lock"
+            raise _Failed(f"held by {held.describe()} ({hint})")
         raise _Failed(f"held by {held.describe()}")
-    return f"{node.profile.lock_path} free"
+    return f"{profile.lock_path} free"
+
+
+def _claim(
+    profile: NodeProfile, node: NodeSession, store: Store, held: LockInfo, cluster: Cluster
+) -> str:
+    """Does the running kubelet show what the lock says is in effect? A kept lock names its
+    settings; a working holder's are its journal entry's; none claimed: no backup of ours."""
+    claim = held.claim
+    if claim is None:
+        try:
+            entry = Journal(store).pending(profile.node_name)
+        except StoreError:
+            entry = None
+        ours = entry is not None and entry.applied.get("lock_token") == held.token
+        claim = entry.applied.get("settings", {}) if entry is not None and ours else {}
+    if not claim:
+        backup = profile.kubelet_config_path + BACKUP_SUFFIX
+        if rf.exists(node.ssh, backup, sudo=profile.sudo):
+            raise _Failed(f"the lock claims no change in effect, but {backup} is on the node")
+        return "the lock claims no change in effect; no backup of ours on the node"
+    config = configz(cluster, profile.node_name)
+    gates = feature_enabled(cluster, profile.node_name)
+    _, problems = compare([Expectation(p, v) for p, v in claim.items()], config, gates)
+    if problems:
+        raise _Failed(
+            "the running kubelet does not match the lock's claim (" + "; ".join(problems) + ")"
+        )
+    return f"the running kubelet matches the lock's claim ({describe_settings(claim)})"
 
 
 def _ready(profile: NodeProfile, out: list[Cluster]) -> str:
@@ -173,8 +214,18 @@ def _view(
     return f"/configz and metrics read ({len(gates)} gates known)"
 
 
-def _journal(profile: NodeProfile, store: Store) -> str:
-    pending = Journal(store).pending(profile.node_name)
+def _journal(
+    profile: NodeProfile, store: Store, node: NodeSession | None, locks: list[LockInfo]
+) -> str:
+    """Nothing pending; a change an earlier controller undid but could not journal (a store
+    fault) is closed here, once the node proves it undone (abtest.node.settle)."""
+    journal = Journal(store)
+    if node is not None:
+        lock = locks[0] if locks else None
+        closed = settle(node.ssh, journal, profile.node_name, lock, sudo=profile.sudo)
+        if closed is not None:
+            return f"journal #{closed.id} {SETTLED}; no pending change in {store.name}"
+    pending = journal.pending(profile.node_name)
     if pending is not None:
         raise _Failed(
             f"unrestored change #{pending.id} ({pending.state}) since {pending.created_at}: "

@@ -25,6 +25,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node.connection import Connection, FileStat
 
@@ -110,7 +111,7 @@ class Marker:
             else:
                 values[key] = value
         original = values.get("original", "")
-        if not _SHA.fullmatch(original) or not all(_SHA.fullmatch(s) for s in ours):
+        if not whole(_SHA, original) or not all(whole(_SHA, s) for s in ours):
             return None
         return cls(
             tuple(ours),

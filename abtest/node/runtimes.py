@@ -14,6 +14,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def read_round_handlers(node: NodeSession, namespace: str, round_tag: str) -> di
     command = node.profile.sandbox_handlers_command
     if not command:
         return None
-    if not _NAMESPACE.fullmatch(namespace) or not _ROUND_TAG.fullmatch(round_tag):
+    if not whole(_NAMESPACE, namespace) or not whole(_ROUND_TAG, round_tag):
         raise NodeError(f"invalid namespace {namespace!r} or round tag {round_tag!r}")
     filled = command.replace("{namespace}", shlex.quote(namespace)).replace(
         "{round}", shlex.quote(round_tag)

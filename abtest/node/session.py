@@ -17,6 +17,7 @@ from typing import Any
 
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.config.playbook import NodeProfile
+from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
 from abtest.node.closing import Closing
@@ -75,7 +76,7 @@ def _listing_items(output: str, *, where: str, what: str) -> list[Any]:
 
 
 def _checked_id(sandbox: str, where: str) -> str:
-    if not SANDBOX_ID_RE.fullmatch(sandbox):
+    if not whole(SANDBOX_ID_RE, sandbox):
         raise NodeError(f"unexpected sandbox id {sandbox!r} in the listing ({where})")
     return sandbox
 
@@ -232,7 +233,7 @@ class NodeSession(Closing):
         )
         if not (listing and remove):
             return 0
-        if not NAMESPACE_RE.fullmatch(namespace):
+        if not whole(NAMESPACE_RE, namespace):
             raise UserError(f"invalid namespace {namespace!r}", "cleanup")
         res = self.profile_command(
             listing.replace("{namespace}", shlex.quote(namespace)), timeout=30
@@ -265,9 +266,9 @@ class NodeSession(Closing):
         )
         if not (listing and stop and remove):
             return self.remove_stopped_sandboxes(namespace)
-        if not NAMESPACE_RE.fullmatch(namespace):
+        if not whole(NAMESPACE_RE, namespace):
             raise UserError(f"invalid namespace {namespace!r}", "cleanup")
-        if not ROUND_TAG_RE.fullmatch(round_tag):
+        if not whole(ROUND_TAG_RE, round_tag):
             raise NodeError(f"invalid round tag {round_tag!r}: not a label value abtest makes")
         command = listing.replace("{namespace}", shlex.quote(namespace)).replace(
             "{round}", shlex.quote(round_tag)
@@ -336,7 +337,7 @@ class NodeSession(Closing):
 
     def image_present(self, image: str) -> bool:
         """Whether the runtime has ``image`` (by the profile's image_present command)."""
-        if not IMAGE_RE.fullmatch(image):
+        if not whole(IMAGE_RE, image):
             raise UserError(f"invalid image reference {image!r}", "workload.image")
         template = self.profile.image_present_command
         command = (

@@ -30,6 +30,7 @@ from typing import Any, cast
 import paramiko
 
 from abtest.config.playbook import SSHTarget
+from abtest.config.whole import whole
 from abtest.errors import HostKeyError, NodeError
 from abtest.node.closing import Closing
 from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
@@ -44,7 +45,7 @@ _EOF_GRACE_S = 2.0
 
 # what a known_hosts line may name: a host or address, or [host]:port (no wildcard, negation,
 # hash marker, comma, space or line break)
-_KNOWN_HOSTS_NAME = re.compile(r"^(\[[A-Za-z0-9_.:-]+\]:[0-9]{1,5}|[A-Za-z0-9_.:-]+)$")
+_KNOWN_HOSTS_NAME = re.compile(r"(\[[A-Za-z0-9_.:-]+\]:[0-9]{1,5}|[A-Za-z0-9_.:-]+)")
 # paramiko logs a failed transport (a ProxyCommand that exits) with its traceback; the same
 # failure reaches us as an exception and becomes one line, so its log stays out of stderr
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -67,7 +68,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 f"{files}; verify it and add it, or pass "
                 "--accept-new-host-key to trust it on first use"
             )
-        if not _KNOWN_HOSTS_NAME.match(hostname):
+        if not whole(_KNOWN_HOSTS_NAME, hostname):
             # a newline, space or pattern character would let the name write its own lines
             # (a `* <key>` line trusts that key for every host): never written
             raise HostKeyError(

@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.config.k8s_names import run_id_problem
 from abtest.config.locations import parse_location
 from abtest.config.paths import check_db_path
-from abtest.errors import StoreConflict, UserError
+from abtest.errors import StoreConflict, StoreError, UserError
 from abtest.store.pg import PgConnection, pg_ddl, redact
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
 from abtest.store.tables import Arms, Rounds, Runs, Visits
@@ -127,6 +128,26 @@ def _not_a_database(path: Path | str, where: str, exc: sqlite3.DatabaseError) ->
     )
 
 
+#: what a sweep does after a store fault (its finished rounds are committed, one by one)
+RESUME_HINT = "the statement in flight was not stored (a sweep continues with --resume RUN_ID)"
+
+
+def sqlite_fault(name: str, exc: sqlite3.OperationalError) -> StoreError:
+    """A SQLite file that stopped taking statements mid-run (disk full, read-only, locked by
+    another writer past the timeout, an I/O error): one operational line, exit 4, like a lost
+    PostgreSQL connection (abtest.store.pg), never a traceback."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StoreError(f"results database {name}: {first}; {RESUME_HINT}")
+
+
+@contextmanager
+def _sqlite_faults(name: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise sqlite_fault(name, exc) from exc
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -228,13 +249,14 @@ class Store:
             with self.conn.transaction() as tx:
                 yield tx
             return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        with _sqlite_faults(self.name):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                _rollback(self.conn)
+                raise
+            self.conn.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -247,11 +269,12 @@ class Store:
         if self.conn.in_transaction:
             yield
             return
-        self.conn.execute("BEGIN")  # deferred: the WAL snapshot starts with the first read
-        try:
-            yield
-        finally:
-            self.conn.execute("ROLLBACK")
+        with _sqlite_faults(self.name):
+            self.conn.execute("BEGIN")  # deferred: the WAL snapshot starts with the first read
+            try:
+                yield
+            finally:
+                _rollback(self.conn)
 
     @staticmethod
     def exists(path: DbTarget = None) -> bool:
@@ -308,7 +331,8 @@ class Store:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows that index by column name and by position (``sqlite3.Row`` or its like)."""
-        return list(self.conn.execute(sql, params))
+        with _sqlite_faults(self.name):
+            return list(self.conn.execute(sql, params))
 
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         if self.postgres:
@@ -317,11 +341,14 @@ class Store:
             return pd.DataFrame.from_records(
                 [tuple(r) for r in cur.rows], columns=cur.columns, coerce_float=True
             )
-        return pd.read_sql_query(sql, self.conn, params=list(params))
+        with _sqlite_faults(self.name):
+            return pd.read_sql_query(sql, self.conn, params=list(params))
 
     # --- runs ---------------------------------------------------------------------------
 
     def run_row(self, run_id: str) -> Any:
+        if problem := run_id_problem(run_id):
+            raise UserError(problem, self.name, "see `abtest runs`")
         rows = self.query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise UserError(f"no run {run_id!r}", self.name, "see `abtest runs`")
@@ -372,6 +399,16 @@ class Store:
             "JOIN rounds r ON r.id = m.round_id WHERE r.run_id = ?",
             (run_id,),
         )
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what failed; SQLite may have rolled it back itself already (a full disk
+    does), and the error that got us here is the one to report."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
 
 
 def _statements(script: str) -> list[str]:

@@ -4,6 +4,13 @@ One row per change (table ``node_journal``), with the run that made it when a ru
 (``Journal(store, run_id=...)``; None for `abtest node` commands and rows from before schema
 v4). A row is *pending* while the node may differ from its original (states ``applying``,
 ``applied``, ``failed``, ``changed``); ``restored`` and ``abandoned`` close it.
+
+The database can fail while a change is in effect (a lost server, a full disk). A
+:class:`Journal` therefore remembers every entry it has seen, and a state it could not write
+(``lagging``): the controller still restores the node from what it remembers, and frees the
+lock by what it knows the node is in. The database catches up when a later write works
+(:meth:`Journal.flush`), or the next controller finds the change undone on the node and
+closes the entry (abtest.node.settle).
 """
 
 from __future__ import annotations
@@ -11,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from abtest.errors import StoreError
 from abtest.store.db import Store, now_iso
 
 APPLYING = "applying"  # about to write / written, not yet healthy
@@ -58,6 +66,16 @@ class Journal:
     def __init__(self, store: Store, run_id: str | None = None) -> None:
         self.store = store
         self.run_id = run_id
+        #: every entry this journal has read or written, as the node is (lagging applied)
+        self.known: dict[int, JournalEntry] = {}
+        #: entries whose state could not be written: what the database must still be told
+        self.lagging: dict[int, JournalEntry] = {}
+
+    def _seen(self, entry: JournalEntry) -> JournalEntry:
+        """The entry as this journal knows it: a state it could not write wins."""
+        entry = self.lagging.get(entry.id, entry)
+        self.known[entry.id] = entry
+        return entry
 
     def begin(
         self,
@@ -106,24 +124,78 @@ class Journal:
             values["detail"] = detail
         if applied is not None:
             values["applied_json"] = json.dumps(applied, sort_keys=True, default=str)
-        self.store.update("node_journal", {"id": entry_id}, values)
+        try:
+            self.store.update("node_journal", {"id": entry_id}, values)
+        except StoreError:
+            # remembered as the node is, for this controller's restore and lock; written later
+            if entry_id in self.known:
+                self.lagging[entry_id] = replace(
+                    self.known[entry_id],
+                    state=state,
+                    detail=detail if detail is not None else self.known[entry_id].detail,
+                    applied=applied if applied is not None else self.known[entry_id].applied,
+                )
+                self.known[entry_id] = self.lagging[entry_id]
+            raise
+        self.lagging.pop(entry_id, None)
         return self.get(entry_id)
+
+    def close_entry(self, entry_id: int, state: str, detail: str) -> StoreError | None:
+        """Mark a change closed once the node is back: a database fault does not undo that
+        (the state is kept as ``lagging``); the fault is returned for the caller to report."""
+        try:
+            self.mark(entry_id, state, detail=detail)
+        except StoreError as exc:
+            return exc
+        return None
+
+    def flush(self) -> bool:
+        """Write the states that could not be written; True when none is left lagging."""
+        for entry in list(self.lagging.values()):
+            try:
+                self.store.update(
+                    "node_journal",
+                    {"id": entry.id},
+                    {"state": entry.state, "detail": entry.detail, "updated_at": now_iso()},
+                )
+            except StoreError:
+                return False
+            self.lagging.pop(entry.id, None)
+        return True
 
     def get(self, entry_id: int) -> JournalEntry:
         rows = self.store.query("SELECT * FROM node_journal WHERE id = ?", (entry_id,))
         if not rows:
             raise KeyError(entry_id)
-        return _entry(rows[0])
+        return self._seen(_entry(rows[0]))
 
     def pending(self, node_name: str, kind: str = "config") -> JournalEntry | None:
         """The node's newest unfinished change of one kind (config or binary), if any."""
         marks = ", ".join("?" for _ in PENDING)
-        rows = self.store.query(
-            f"SELECT * FROM node_journal WHERE node_name = ? AND kind = ? AND state IN ({marks}) "
-            "ORDER BY id DESC LIMIT 1",
-            (node_name, kind, *PENDING),
-        )
-        return _entry(rows[0]) if rows else None
+        try:
+            rows = self.store.query(
+                f"SELECT * FROM node_journal WHERE node_name = ? AND kind = ? "
+                f"AND state IN ({marks}) ORDER BY id DESC LIMIT 1",
+                (node_name, kind, *PENDING),
+            )
+        except StoreError:
+            if not self.known:
+                raise  # nothing seen here: no answer without the database
+            return self.known_pending(node_name, kind)
+        if not rows:
+            return None
+        entry = self._seen(_entry(rows[0]))
+        return entry if entry.pending else None
+
+    def known_pending(self, node_name: str, kind: str = "config") -> JournalEntry | None:
+        """The node's newest unfinished change of one kind among the entries this journal has
+        seen (the answer when the database cannot be read)."""
+        mine = [
+            e
+            for e in self.known.values()
+            if e.node_name == node_name and e.kind == kind and e.pending
+        ]
+        return max(mine, key=lambda e: e.id) if mine else None
 
     def original(self, entry_id: int) -> bytes:
         return self.get(entry_id).original

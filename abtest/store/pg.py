@@ -194,6 +194,9 @@ class PgConnection:
             raise self._lost(exc) from exc
         except psycopg.IntegrityError as exc:
             raise StoreConflict(str(exc).splitlines()[0]) from exc
+        except psycopg.InternalError as exc:  # e.g. a server (or database) made read-only
+            first = str(exc).strip().splitlines()[0]
+            raise StoreError(f"results database {redact(self.url)}: {first}") from exc
         lastrowid = int(rows[0][0]) if returning and rows else None
         return Cursor(rows, columns, lastrowid)
 

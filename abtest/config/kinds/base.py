@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from abtest.config.domain import FactorValue, PodPart, Settings
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
     from abtest.config.domain import Factor
 
 # Names of factors that are not one kubelet path: they only name arms (``+crun``).
-FACTOR_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+FACTOR_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 
 
 class FactorKind:
@@ -39,7 +40,7 @@ class FactorKind:
     exclusive: ClassVar[bool] = True
 
     def check_name(self, f: Fields, name: str) -> None:
-        if not FACTOR_NAME.match(name):
+        if not whole(FACTOR_NAME, name):
             raise f.error("name", f"invalid factor name {name!r}", "use letters, digits, _ . -")
 
     def read_param(self, f: Fields) -> str | None:

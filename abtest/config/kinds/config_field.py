@@ -8,19 +8,20 @@ from typing import TYPE_CHECKING
 from abtest.config.domain import FactorValue, Settings
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import scalar
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
     from abtest.config.domain import Factor
 
-FIELD_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*$")
+FIELD_PATH = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*")
 
 
 class ConfigField(FactorKind):
     name = "config_field"
 
     def check_name(self, f: Fields, name: str) -> None:
-        if not FIELD_PATH.match(name):
+        if not whole(FIELD_PATH, name):
             raise f.error(
                 "name", f"invalid KubeletConfiguration field path {name!r}", "e.g. kubeAPIQPS"
             )

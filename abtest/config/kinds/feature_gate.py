@@ -8,19 +8,20 @@ from typing import TYPE_CHECKING
 from abtest.config.domain import FactorValue, Settings
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
     from abtest.config.domain import Factor
 
-GATE_NAME = re.compile(r"^[A-Za-z0-9]+$")
+GATE_NAME = re.compile(r"[A-Za-z0-9]+")
 
 
 class FeatureGate(FactorKind):
     name = "feature_gate"
 
     def check_name(self, f: Fields, name: str) -> None:
-        if not GATE_NAME.match(name):
+        if not whole(GATE_NAME, name):
             raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:

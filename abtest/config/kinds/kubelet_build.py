@@ -12,6 +12,7 @@ from abtest.config.domain import NODE_KUBELET, FactorValue
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
 from abtest.config.kubelet_series import parse_build_name
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 from abtest.errors import UserError
 
@@ -73,7 +74,7 @@ def _build(f: Fields, key: str) -> str:
     if value == NODE_KUBELET:
         return value
     if value.startswith("/"):
-        if not SAFE_NODE_PATH.fullmatch(value) or "/../" in value or value.endswith("/.."):
+        if not whole(SAFE_NODE_PATH, value) or "/../" in value or value.endswith("/.."):
             raise f.error(key, f"invalid path on the node {value!r}", "letters, digits, . _ / + -")
         return value
     return parse_build_name(value, f.where(key), paths=False).name

@@ -9,6 +9,7 @@ from abtest.config.domain import FactorValue, Scalar, Settings
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.config_field import FIELD_PATH
 from abtest.config.kinds.levels import scalar_value
+from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _settings(f: Fields, key: str) -> Settings:
         )
     pairs: list[tuple[str, Scalar]] = []
     for path, value in raw.items():
-        if not isinstance(path, str) or not FIELD_PATH.match(path):
+        if not isinstance(path, str) or not whole(FIELD_PATH, path):
             raise f.error(
                 f"{key}.{path}",
                 f"invalid KubeletConfiguration path {path!r}",

@@ -268,6 +268,7 @@ def test_lock_info_round_trip_and_liveness() -> None:
         "purpose",
         "token",
         "state",
+        "claim",
     }
     again = LockInfo.from_json(info.to_json())
     assert again == info
