@@ -181,7 +181,7 @@ def kubelets(
     wanted = [parse_build_name(v, "BUILD") for v in versions]
 
     def say(line: str) -> None:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)  # a split path cannot be copied
 
     kubelet_builds.place_kubelets(wanted, say=say)
     if go_test:

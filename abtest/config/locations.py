@@ -37,7 +37,7 @@ _TODO = "give a SQLite file path or a postgresql://USER@HOST:PORT/DBNAME URL"
 
 def url_scheme(text: str) -> str | None:
     """The scheme of ``text`` as written (``PostgreSQL``), or None for no ``scheme://``."""
-    found = _SCHEME.match(text)
+    found = _SCHEME.search(text)  # anchored at the start (\A): a prefix, not a whole name
     return found.group(1) if found else None
 
 
