@@ -119,7 +119,7 @@ def test_text_gives_the_real_reason_for_no_interval() -> None:
                 "arm": ["r", "r", "c", "c"],
                 "size": 50,
                 "block": [1, 2, 1, 2],
-                "batch_ready_s": [2.0, 4.0, 2.0, 4.0],
+                "batch_ready_s": [2.0137, 4.0291, 2.0137, 4.0291],  # off any coarse grid
             }
         ),
         reference="r",
