@@ -33,17 +33,30 @@ def gate_codes(
 
     ``cells``: raw times shaped (gates, decisions, blocks, 2) with the reference first and at
     least ``looks[-1]`` blocks. ``resolution_aware=False`` is the plain t-interval (what the
-    gate ran before issue 37), kept to show why it was replaced.
+    gate ran before issue 37, and all that continuous simulated data need).
     """
+    return gate_outcome(cells, looks, confidence, margin_pct, resolution_aware)[0]
+
+
+def gate_outcome(
+    cells: FloatArray,
+    looks: Sequence[int],
+    confidence: float,
+    margin_pct: float,
+    resolution_aware: bool = True,
+) -> tuple[FloatArray, FloatArray]:
+    """``gate_codes`` and the blocks each gate measured (it stops at its first decided look)."""
     gates, decisions = cells.shape[0], cells.shape[1]
     level = look_confidence(confidence, len(looks), decisions)
     final: FloatArray = np.ones(gates)
+    spent: FloatArray = np.full(gates, float(looks[-1]))
     undecided = np.ones(gates, dtype=bool)
     for blocks in looks:
         look = cells[:, :, :blocks, :]
-        step = grid_step(look.reshape(gates, decisions, blocks * 2))
-        if not resolution_aware:
-            step = np.zeros_like(step)
+        if resolution_aware:
+            step = grid_step(look.reshape(gates, decisions, blocks * 2))
+        else:
+            step = np.zeros((gates, decisions))
         result = paired_coarse(look, SLOWDOWN, step, level, log=True).intervals
         # no variation at all is no interval (INCONCLUSIVE), as in ``estimate_contrast``
         spread = np.where(result.se > 0, 0.0, np.nan)
@@ -51,5 +64,7 @@ def gate_codes(
         hi = (np.exp(result.hi + spread) - 1.0) * 100.0
         overall = classify(lo, hi, margin_pct).max(axis=1)
         final = np.asarray(np.where(undecided, overall, final), dtype=np.float64)
+        stops = undecided & (overall != 1)
+        spent = np.asarray(np.where(stops, float(blocks), spent), dtype=np.float64)
         undecided &= overall == 1
-    return final
+    return final, spent
