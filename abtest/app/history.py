@@ -10,6 +10,7 @@ from abtest.config.numbers import check_probability
 from abtest.errors import AbtestError, UserError
 from abtest.node.kubelet_config import changed_fields
 from abtest.stats.changepoints import (
+    CONFIRM_RUNS,
     MAX_PVALUE,
     MIN_RUNS,
     ChangePoint,
@@ -27,7 +28,10 @@ class HistoryRequest:
     arm: str | None = None
     size: int | None = None
     metric: str = "batch_ready_s"
-    fail_on_new: int | None = None  # alarm on a slower change point in the last K runs
+    # alarm on a slower change point confirmed within the last K runs
+    fail_on_new: int | None = None
+    # ... and on an unconfirmed one (its new level only the last run or two) in the last K runs
+    alarm_unconfirmed: bool = False
     max_pvalue: float = MAX_PVALUE
     confidence: float = 0.95
     db: DbTarget = None
@@ -46,6 +50,7 @@ class History:
     changed: list[dict[str, list[Any]]] = field(default_factory=list)
     alarms: list[ChangePoint] = field(default_factory=list)
     fail_on_new: int | None = None
+    alarm_unconfirmed: bool = False
 
 
 def _nodes(req: HistoryRequest) -> tuple[str, ...]:
@@ -91,6 +96,12 @@ def history(req: HistoryRequest) -> History:
         raise UserError(f"unknown metric {req.metric!r}", "--metric", f"use {', '.join(METRICS)}")
     if req.fail_on_new is not None and req.fail_on_new < 1:
         raise UserError("--fail-on-new must be at least 1", "--fail-on-new")
+    if req.alarm_unconfirmed and req.fail_on_new is None:
+        raise UserError(
+            "--alarm-unconfirmed needs --fail-on-new K",
+            "--alarm-unconfirmed",
+            "add --fail-on-new 1",
+        )
     nodes = _nodes(req)
     if not nodes:
         raise UserError("--node is required", "--node")
@@ -124,9 +135,24 @@ def history(req: HistoryRequest) -> History:
             for node in nodes:
                 differ |= _config_fields(store, *runs, node, pooled=len(nodes) > 1)
             changed.append(differ)
-    alarms = []
-    if req.fail_on_new is not None:
-        last = len(figures) - req.fail_on_new
-        alarms = [cp for cp in found if cp.slower and cp.index >= last]
+    alarms = new_alarms(found, len(figures), req.fail_on_new, req.alarm_unconfirmed)
     return History(name, arm, size, req.metric, req.max_pvalue, figures, found, changed,
-                   alarms, req.fail_on_new)  # fmt: skip
+                   alarms, req.fail_on_new, req.alarm_unconfirmed)  # fmt: skip
+
+
+def new_alarms(
+    found: list[ChangePoint], runs: int, last: int | None, unconfirmed: bool = False
+) -> list[ChangePoint]:
+    """Slower change points that became confirmed within the last ``last`` runs (confirmed
+    at their ``1 + CONFIRM_RUNS``-th run: a nightly ``--fail-on-new 1`` pages once, the night a
+    step is confirmed), and with ``unconfirmed`` those whose new level began in the last
+    ``last`` runs and is not confirmed yet."""
+    if last is None:
+        return []
+
+    def new(cp: ChangePoint) -> bool:
+        if cp.confirmed:  # confirmed at its (1 + CONFIRM_RUNS)-th run
+            return cp.index + CONFIRM_RUNS >= runs - last
+        return unconfirmed and cp.index >= runs - last
+
+    return [cp for cp in found if cp.slower and new(cp)]

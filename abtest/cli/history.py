@@ -35,9 +35,18 @@ def history(
         typer.Option(
             "--fail-on-new",
             metavar="K",
-            help="Exit 1 when a change point in the slower direction is in the last K runs.",
+            help="Exit 1 when a slower change point was confirmed within the last K runs "
+            "(confirmed: its new level held for 3 runs).",
         ),
     ] = None,
+    alarm_unconfirmed: Annotated[
+        bool,
+        typer.Option(
+            "--alarm-unconfirmed",
+            help="With --fail-on-new: also exit 1 on an unconfirmed slower change point (its "
+            "new level only the last run or two) in the last K runs.",
+        ),
+    ] = False,
     max_pvalue: Annotated[
         float,
         typer.Option("--max-pvalue", help="Otava's significance level, strictly between 0 and 1."),
@@ -60,6 +69,7 @@ def history(
             size=size,
             metric=metric,
             fail_on_new=fail_on_new,
+            alarm_unconfirmed=alarm_unconfirmed,
             max_pvalue=max_pvalue,
             db=db,
         )

@@ -93,6 +93,15 @@ def regress(
     kubeconfig: o.Kubeconfig = None,
     context: o.Context = None,
     json_out: o.Json = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Measure nothing: print how often this gate PASSes an unchanged candidate and "
+            "FAILs one slower by twice the margin, its blocks and node time, from the node's "
+            "earlier runs (--profile) or a pilot (--csv ...).",
+        ),
+    ] = False,
 ) -> None:
     """Decide PASS / FAIL / INCONCLUSIVE for a candidate kubelet (binary and/or settings)
     against a reference, live on a node, from two stored runs, or from a rounds CSV.
@@ -130,7 +139,17 @@ def regress(
         context=context,
         db=db,
     )
-    result = run_gate(request, say=lambda m: err_console.print(m, highlight=False))
+    say = lambda m: err_console.print(m, highlight=False)  # noqa: E731
+    if plan:
+        from abtest.app.regress_plan import describe_plan, plan_regress
+
+        report = plan_regress(request, say)
+        if json_out:
+            print_json(report.to_dict())
+        else:
+            typer.echo(describe_plan(report), nl=False)
+        raise typer.Exit(0)
+    result = run_gate(request, say=say)
     _emit(result, junit, summary, json_out)
     raise typer.Exit(result.exit_code)
 

@@ -34,6 +34,18 @@ def _step(cp: Any) -> str:
     return f"{cp.step_pct:+.1f} % {ci}"
 
 
+def _status(cp: Any) -> str:
+    """'' for a confirmed change point; why an unconfirmed one is not (yet) a change."""
+    if cp.confirmed:
+        return ""
+    return f" (unconfirmed: the new level is only the last {cp.runs_after} run(s); 3 confirm it)"
+
+
+def _alarm_scope(h: History) -> str:
+    scope = f"confirmed within the last {h.fail_on_new} runs"
+    return scope + (" (or unconfirmed in them)" if h.alarm_unconfirmed else "")
+
+
 def _changed(changed: dict[str, list[Any]]) -> str:
     if not changed:
         return "nothing the runs stored (kubelet, config, gates, runtime, controller) differs"
@@ -53,6 +65,7 @@ def to_dict(h: History) -> dict[str, Any]:
             for cp, ch in zip(h.change_points, h.changed, strict=True)
         ],
         "fail_on_new": h.fail_on_new,
+        "alarm_unconfirmed": h.alarm_unconfirmed,
         "alarms": [cp.run_id for cp in h.alarms],
     }
 
@@ -82,16 +95,17 @@ def markdown(h: History) -> str:
         direction = "slower" if cp.slower else "faster"
         lines += [
             f"- run {cp.index + 1} `{cp.run_id}` ({cp.created_at[:19]}): {direction}, "
-            f"{cp.before:.3f} s -> {cp.after:.3f} s, step {_step(cp)}, p = {cp.pvalue:.2g}",
+            f"{cp.before:.3f} s -> {cp.after:.3f} s, step {_step(cp)}, p = {cp.pvalue:.2g}"
+            f"{_status(cp)}",
             f"  - what changed from the run before: {_changed(ch)}",
         ]
     if h.fail_on_new is not None:
         lines += [""]
         if h.alarms:
             runs = ", ".join(cp.run_id for cp in h.alarms)
-            lines.append(f"**ALARM**: slower change point in the last {h.fail_on_new} runs: {runs}")
+            lines.append(f"**ALARM**: slower change point {_alarm_scope(h)}: {runs}")
         else:
-            lines.append(f"No slower change point in the last {h.fail_on_new} runs.")
+            lines.append(f"No slower change point {_alarm_scope(h)}.")
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +157,8 @@ def html_page(h: History, png: bytes) -> str:
         "".join(
             f"<li>run {cp.index + 1} <code>{e(cp.run_id)}</code> ({e(cp.created_at[:19])}): "
             f"{'slower' if cp.slower else 'faster'}, {cp.before:.3f} s &rarr; {cp.after:.3f} s, "
-            f"step {e(_step(cp))}, p = {cp.pvalue:.2g}<br>what changed: {e(_changed(ch))}</li>"
+            f"step {e(_step(cp))}, p = {cp.pvalue:.2g}{e(_status(cp))}"
+            f"<br>what changed: {e(_changed(ch))}</li>"
             for cp, ch in zip(h.change_points, h.changed, strict=True)
         )
         or "<li>None found.</li>"
@@ -151,10 +166,10 @@ def html_page(h: History, png: bytes) -> str:
     alarm = ""
     if h.fail_on_new is not None:
         alarm = (
-            f"<p><strong>ALARM</strong>: slower change point in the last {h.fail_on_new} runs: "
+            f"<p><strong>ALARM</strong>: slower change point {e(_alarm_scope(h))}: "
             f"{e(', '.join(cp.run_id for cp in h.alarms))}</p>"
             if h.alarms
-            else f"<p>No slower change point in the last {h.fail_on_new} runs.</p>"
+            else f"<p>No slower change point {e(_alarm_scope(h))}.</p>"
         )
     image = base64.b64encode(png).decode()
     return (

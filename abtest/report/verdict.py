@@ -62,6 +62,25 @@ def _sensitivity(d: Decision) -> str:
     return f"could detect {d.mde_pct:.1f} % (80 % power)" if math.isfinite(d.mde_pct) else "-"
 
 
+def to_settle(d: Decision) -> str:
+    """What more would settle an INCONCLUSIVE decision ("" for a decided one)."""
+    if d.verdict != "INCONCLUSIVE":
+        return ""
+    if d.settle_blocks is not None:
+        return (
+            f"; to settle it: about {d.settle_blocks} complete blocks in all at this level, if "
+            f"the slowdown stays near {d.slowdown_pct:+.1f} % (`abtest regress --plan` plans "
+            "a gate that can)"
+        )
+    if d.slowdown_ci is not None and d.method == "paired":
+        return (
+            f"; the slowdown is at the margin ({d.slowdown_pct:+.1f} % against "
+            f"{d.margin_pct:g} %): more blocks do not settle that, a margin chosen for the "
+            "release would"
+        )
+    return "; to settle it: paired blocks with an interval (see the note)"
+
+
 def describe(d: Decision) -> str:
     name = METRIC_NAMES.get(d.metric, d.metric)
     sensitivity = f"; this look {_sensitivity(d)}" if math.isfinite(d.mde_pct) else ""
@@ -70,7 +89,7 @@ def describe(d: Decision) -> str:
         f"{d.reference_gm:.3f} s (geometric means, {_rounds_used(d)}), slowdown "
         f"{d.slowdown_pct:+.1f} % {d.look_confidence * 100:.1f} % CI {_ci(d)}, margin "
         f"{d.margin_pct:g} %{sensitivity} (n {d.n_reference}/{d.n_candidate}, "
-        f"{d.method}{_all_rounds(d)})"
+        f"{d.method}{_all_rounds(d)}){to_settle(d)}"
     )
 
 
@@ -134,4 +153,12 @@ def markdown_summary(result: GateResult) -> str:
             f"{_sensitivity(d).removeprefix('could detect ').removesuffix(' (80 % power)')} | "
             f"{d.margin_pct:g} % | {icon[d.verdict]} {d.verdict} |"
         )
+    unsettled = [d for d in result.decisions if d.verdict == "INCONCLUSIVE"]
+    if unsettled:
+        lines += ["", "What more would settle the INCONCLUSIVE decisions:", ""]
+        lines += [
+            f"- {METRIC_NAMES.get(d.metric, d.metric)} at {d.size} pods"
+            f"{to_settle(d).replace('; ', ': ', 1)}"
+            for d in unsettled
+        ]
     return "\n".join(lines) + "\n"

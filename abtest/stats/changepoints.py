@@ -7,6 +7,15 @@ E-divisive split and t-test merge of Fleming et al., "Hunter", ICPE 2023); abtes
 detect change points itself. Each change point found is then described by the step between
 the runs on either side of it, up to the neighbouring change points: the ratio of their
 geometric means with a Welch interval on the log scale.
+
+Confirmation (issue 37). One slow night is not a change: Otava alone called a last run 20 %
+slower than the rest a change point in 58 % of 12-run series. So a level must hold for
+``1 + CONFIRM_RUNS`` consecutive runs to count: a change point is *confirmed* when the first run
+after it and ``CONFIRM_RUNS`` more stay on the new level (up to the next change point); one
+whose new level is the last run or runs of the series and still shorter is *unconfirmed* (more
+runs will tell), and reported as such. A shorter level inside the series (a blip: one or two
+odd runs, or the first runs of the series) is no level: the change point into it is dropped,
+and the one out of it too when the series goes back (the step out is opposite to the step in).
 """
 
 from __future__ import annotations
@@ -19,14 +28,18 @@ import numpy as np
 from scipy import stats as sps
 
 from abtest.errors import UserError
+from abtest.stats.intervals import FloatArray
 
 #: Otava's significance level (its own default). A nightly gate pages on what it finds, so the
-#: false-alarm rate matters most: on flat 12-run series with the lab's noise 0.001 flags ~3 % of
-#: series, 0.01 ~13 % (tests/unit/stats/test_history_calibration.py; figures in
-#: docs/statistics.md).
+#: false-alarm rate matters most: on flat series with the lab's noise 0.001 gives a confirmed
+#: change point in 1.5 / 1.8 / 2.2 % of 12 / 20 / 40-run series, 0.01 in 9 / 16 / 20 %
+#: (tests/unit/stats/test_history_calibration.py; figures in docs/statistics.md).
 MAX_PVALUE = 0.001
 #: a change point needs runs on both sides of it; Otava's t-test needs two on a side
 MIN_RUNS = 6
+#: runs after the first changed one that must stay on the new level for a change point to be
+#: confirmed (a level of 3 runs); measured in tests/unit/stats/test_history_calibration.py
+CONFIRM_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,8 @@ class ChangePoint:
     step_low: float | None
     step_high: float | None
     pvalue: float
+    confirmed: bool = True  # the new level held for 1 + CONFIRM_RUNS runs
+    runs_after: int = 0  # runs on the new level (up to the next change point)
 
     @property
     def slower(self) -> bool:
@@ -109,11 +124,44 @@ def _step(
     return _pct(diff), _pct(diff - half), _pct(diff + half)
 
 
+def confirm(
+    values: Sequence[float], found: Sequence[tuple[int, float]], runs: int = CONFIRM_RUNS
+) -> list[tuple[int, float]]:
+    """Otava's change points without the blips (module docstring): a level shorter than
+    ``1 + runs`` runs inside the series is no level. The last level may be short (unconfirmed)."""
+    logs = np.log(np.asarray(values, dtype=np.float64))
+    need = 1 + runs
+    kept = list(found)
+    changed = True
+    while changed:  # dropping one blip can make its neighbours' levels longer: repeat
+        changed = False
+        edges = [0, *(i for i, _ in kept), len(logs)]
+        for k in range(len(edges) - 2):  # every level but the last
+            start, end = edges[k], edges[k + 1]
+            if end - start >= need:
+                continue
+            drop = {k - 1, k} if k > 0 and _goes_back(logs, edges, k) else {max(k - 1, 0)}
+            if k == 0:
+                drop = {0}  # the first runs of the series: the change point out of them
+            kept = [cp for j, cp in enumerate(kept) if j not in drop]
+            changed = True
+            break
+    return kept
+
+
+def _goes_back(logs: FloatArray, edges: list[int], k: int) -> bool:
+    """Does the series return after the short level k (a blip), rather than step on?"""
+    level = [float(np.mean(logs[edges[j] : edges[j + 1]])) for j in (k - 1, k, k + 1)]
+    return (level[1] - level[0]) * (level[2] - level[1]) < 0
+
+
 def change_points(
     figures: Sequence[RunFigure], max_pvalue: float = MAX_PVALUE, confidence: float = 0.95
 ) -> list[ChangePoint]:
+    """Confirmed change points, and an unconfirmed one whose new level is the series' last
+    runs and still shorter than ``1 + CONFIRM_RUNS`` (``confirmed=False``)."""
     values = [f.value for f in figures]
-    found = detect(values, max_pvalue)
+    found = confirm(values, detect(values, max_pvalue))
     edges = [0, *(i for i, _ in found), len(values)]
     out = []
     for k, (index, pvalue) in enumerate(found):
@@ -130,6 +178,8 @@ def change_points(
                 step_low=low,
                 step_high=high,
                 pvalue=pvalue,
+                confirmed=len(after) >= 1 + CONFIRM_RUNS,
+                runs_after=len(after),
             )
         )
     return out

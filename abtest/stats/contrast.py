@@ -23,7 +23,8 @@ import pandas as pd
 
 from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.frame import ARM, BLOCK, SIZE, has_blocks
-from abtest.stats.intervals import TIntervals, no_variation, one_sample_t, welch_contrast
+from abtest.stats.intervals import TIntervals, no_variation, welch_contrast
+from abtest.stats.resolution import coarse_note, floored_note, grid_step, paired_coarse
 
 Scale = Literal["raw", "log"]
 Method = Literal["paired", "welch", "none"]
@@ -85,7 +86,8 @@ def estimate_contrast(
         per_block = data.groupby([BLOCK, ARM], sort=True)["value"].mean().unstack(ARM)
         complete = per_block[list(coefs)].dropna()
         if len(complete) >= 2:
-            return _paired(data, complete, coefs, confidence, magnitude)
+            step = float(grid_step(selected[metric].to_numpy(dtype=np.float64)))
+            return _paired(data, complete, coefs, confidence, magnitude, (scale, step))
         fallback_note = f"blocks do not pair up ({len(complete)} complete); unpaired Welch"
     return _welch(data, coefs, confidence, fallback_note, magnitude)
 
@@ -96,9 +98,14 @@ def _paired(
     coefs: dict[str, float],
     confidence: float,
     magnitude: float,
+    resolution: tuple[Scale, float],
 ) -> ContrastEstimate:
+    """The paired t-interval over complete blocks; on coarse data (values on a grid, see
+    ``abtest.stats.resolution``) its SD is floored at the rounding's, or it is refused."""
+    scale, step = resolution
     coef_vector = np.array([coefs[arm] for arm in complete.columns], dtype=np.float64)
-    per_block = complete.to_numpy(dtype=np.float64) @ coef_vector
+    cells = complete.to_numpy(dtype=np.float64)
+    raw = np.exp(cells) if scale == "log" else cells
     notes = []
     dropped = int((~data[BLOCK].isin(complete.index)).sum())
     if dropped:
@@ -106,8 +113,17 @@ def _paired(
     if data.groupby([BLOCK, ARM]).size().max() > 1:
         notes.append("repeated rounds averaged within block")
     means = tuple((str(arm), float(complete[arm].mean())) for arm in complete.columns)
-    result = one_sample_t(per_block, confidence)
-    return _from_intervals(result, "paired", len(complete), notes, magnitude, means)
+    coarse = paired_coarse(raw, coef_vector, step, confidence, log=scale == "log")
+    if bool(coarse.coarse):
+        spread = float(np.sqrt(raw.var(axis=0, ddof=1).mean()))
+        notes.append(coarse_note(step, spread))
+        estimate = float(coarse.intervals.estimate)
+        return ContrastEstimate(
+            estimate, None, None, "paired", len(complete), "; ".join(notes), means
+        )
+    if bool(coarse.floored):
+        notes.append(floored_note(step))
+    return _from_intervals(coarse.intervals, "paired", len(complete), notes, magnitude, means)
 
 
 def _welch(

@@ -82,7 +82,11 @@ def test_the_cli_writes_md_html_json_and_pages_on_a_new_slowdown(
     page = (out / "history.html").read_text()
     assert "data:image/png;base64," in page and "v1.36.1" in page
     assert (out / "history.png").read_bytes()[:4] == b"\x89PNG"
-    r = CliRunner().invoke(app, [*args, "--fail-on-new", "4"])  # older than the last 4 runs
+    # the step began at run 6 and was confirmed at run 8 (its third run): within the last 3
+    # runs, not within the last 2
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "3"])
+    assert r.exit_code == 1, r.output
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "2"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, [*args, "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["change_points"][0]["index"] == 5
@@ -93,6 +97,37 @@ def test_a_faster_change_does_not_page(tmp_path: Path, store: Store) -> None:
     args = ["history", "--node", NODE, "--db", str(store.path), "--out", str(tmp_path)]
     r = CliRunner().invoke(app, [*args, "--fail-on-new", "8"])
     assert r.exit_code == 0 and "faster" in r.output, r.output
+
+
+def test_one_slow_last_night_is_unconfirmed_and_pages_only_when_asked(
+    tmp_path: Path, store: Store
+) -> None:
+    add_runs(store, [5.0] * 11 + [6.5])  # the last run 30 % slower
+    h = history(HistoryRequest(node=NODE, db=store.path, fail_on_new=1))
+    assert h.alarms == [] and all(not cp.confirmed for cp in h.change_points)
+    args = ["history", "--node", NODE, "--db", str(store.path), "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, [*args, "--fail-on-new", "1"])
+    assert r.exit_code == 0, r.output
+    if h.change_points:  # Otava found it: shown, marked as what it is
+        assert "unconfirmed" in r.output
+    asked = CliRunner().invoke(app, [*args, "--fail-on-new", "1", "--alarm-unconfirmed"])
+    assert asked.exit_code == (1 if h.change_points else 0), asked.output
+
+
+def test_a_step_pages_the_night_its_third_run_confirms_it(store: Store) -> None:
+    levels = [5.0] * 9 + [6.0] * 3
+    add_runs(store, levels[:11])  # two slow nights so far: not yet
+    h = history(HistoryRequest(node=NODE, db=store.path, fail_on_new=1))
+    assert h.alarms == []
+    add_runs(store, levels[11:], seed=2)  # the third: confirmed, pages
+    h = history(HistoryRequest(node=NODE, db=store.path, fail_on_new=1))
+    (cp,) = h.alarms
+    assert cp.confirmed and cp.index == 9 and cp.runs_after == 3
+
+
+def test_one_odd_run_mid_series_is_not_a_change_point(store: Store) -> None:
+    add_runs(store, [5.0] * 6 + [7.0] + [5.0] * 6)
+    assert history(HistoryRequest(node=NODE, db=store.path)).change_points == []
 
 
 def test_too_few_runs_says_how_many_it_needs(store: Store) -> None:
@@ -111,6 +146,7 @@ def test_too_few_runs_says_how_many_it_needs(store: Store) -> None:
         ({"size": 99}, "never measured at 99"),
         ({"metric": "nope"}, "unknown metric"),
         ({"fail_on_new": 0}, "at least 1"),
+        ({"alarm_unconfirmed": True}, "needs --fail-on-new"),
     ],
 )
 def test_bad_history_requests_say_what_is_wrong(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from abtest.engine.gate_rounds import rounds_of_two_runs
@@ -119,7 +120,7 @@ def test_text_gives_the_real_reason_for_no_interval() -> None:
                 "arm": ["r", "r", "c", "c"],
                 "size": 50,
                 "block": [1, 2, 1, 2],
-                "batch_ready_s": [2.0, 4.0, 2.0, 4.0],
+                "batch_ready_s": [2.0137, 4.0291, 2.0137, 4.0291],  # off any coarse grid
             }
         ),
         reference="r",
@@ -188,3 +189,63 @@ def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
         with pytest.raises(UserError, match="same node state") as err:
             build_gate_plan(options(reference, candidate), 3)
         assert "--candidate" in err.value.one_line()
+
+
+# ---------------------------------------------------------------- issue 37: plan, settle
+
+
+def _pilot(path: Path, noise: float, blocks: int = 12) -> Path:
+    rng = np.random.default_rng(3)
+    lines = ["arm,size,block,batch_ready_s,p95_s"]
+    for b in range(blocks):
+        drift = rng.normal(0, 0.05)
+        for arm in ("ref", "cand"):
+            x = 5.5 * float(np.exp(drift + rng.normal(0, noise)))
+            lines.append(f"{arm},10,{b},{x:.4f},{x * 1.1:.4f}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_plan_from_a_pilot_prints_both_rates_and_what_would_reach_the_target(
+    tmp_path: Path,
+) -> None:
+    pilot = _pilot(tmp_path / "pilot.csv", noise=0.05)
+    args = ["--plan", "--playbook", "lab-regression", "--csv", str(pilot),
+            "--reference", "ref", "--candidate", "cand"]  # fmt: skip
+    proc = _regress(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "an unchanged candidate PASSes" in proc.stdout and "FAILs" in proc.stdout
+    assert "cannot reach 80%" in proc.stdout and "--max-rounds" in proc.stdout
+    doc = json.loads(_regress(*args, "--json").stdout)
+    assert not doc["reaches_target"] and doc["looks"] == [3, 6, 9]
+    assert 0 <= doc["pass_if_unchanged"] < 0.8 and doc["noise"][0]["source"].startswith("history")
+
+
+def test_plan_says_when_the_data_are_coarse(tmp_path: Path) -> None:
+    lines = ["arm,size,block,batch_ready_s"]
+    for b, (r, c) in enumerate([(5, 6), (6, 6), (5, 5), (6, 7), (5, 6), (6, 6)]):
+        lines += [f"ref,10,{b},{r}", f"cand,10,{b},{c}"]
+    path = tmp_path / "whole.csv"
+    path.write_text("\n".join(lines) + "\n")
+    proc = _regress("--plan", "--playbook", "lab-regression", "--csv", str(path), "--reference",
+                    "ref", "--candidate", "cand", "--metric", "batch_ready_s")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "coarse data: batch_ready_s at 10 pods (1 s grid)" in proc.stdout
+
+
+def test_plan_needs_a_node_or_a_pilot() -> None:
+    proc = _regress("--plan")
+    assert proc.returncode == 2 and "--plan needs the node" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_inconclusive_verdict_says_what_more_would_settle_it(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "r.csv", ratio=1.048)  # +4.8 % against a 5 % margin
+    junit = tmp_path / "j.xml"
+    proc = _regress("--csv", str(path), "--reference", "ref", "--candidate", "cand",
+                    "--junit", str(junit), "--summary", str(tmp_path / "s.md"))  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    text = " ".join(proc.stdout.split())  # the console wraps long lines
+    assert "to settle it: about" in text and "complete blocks in all" in text
+    assert "to settle it: about" in junit.read_text()
+    assert "What more would settle" in (tmp_path / "s.md").read_text()

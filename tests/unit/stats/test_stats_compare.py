@@ -288,13 +288,30 @@ def test_zero_variation_gives_no_interval() -> None:
             "arm": ["baseline", "baseline", "treat", "treat"],
             "size": 50,
             "block": [1, 2, 1, 2],
-            "batch_ready_s": [2.0, 4.0, 1.0, 2.0],  # ratio exactly 0.5 in both blocks
+            # ratio exactly 0.5 in both blocks; times off any coarse grid (on a whole-second
+            # grid a constant ratio is rounding's, and gets the rounding's interval, below)
+            "batch_ready_s": [2.0137, 4.0274, 1.00685, 2.0137],
         }
     )
     (result,) = compare(rounds, baseline="baseline", metric="batch_ready_s")
     assert result.pct_reduction == pytest.approx(50.0)
     assert result.pct_ci is None and result.p_value is None
     assert "no variation" in result.note
+
+
+def test_a_constant_ratio_on_a_whole_second_grid_gets_the_roundings_interval() -> None:
+    rounds = pd.DataFrame(
+        {
+            "arm": ["baseline"] * 3 + ["treat"] * 3,
+            "size": 50,
+            "block": [1, 2, 3] * 2,
+            "batch_ready_s": [6.0, 5.0, 5.0, 7.0, 6.0, 6.0],  # the issue-37 example
+        }
+    )
+    (result,) = compare(rounds, baseline="baseline", metric="batch_ready_s")
+    assert result.pct_ci is not None and "1 s grid" in result.note
+    # the plain t gave a reduction of [-25.7, -8.6] %: rounding alone spreads it far wider
+    assert result.pct_ci[0] < -30.0 and result.pct_ci[1] > 0.0
 
 
 def test_p_value_agrees_with_pct_interval() -> None:

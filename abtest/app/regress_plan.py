@@ -1,0 +1,182 @@
+"""`abtest regress --plan`: before anything runs, how often this gate PASSes an unchanged
+candidate and FAILs one slower by twice the margin, its blocks and node time, and, when the cap
+cannot reach the target, the cap or margin that would (``abtest.stats.gate_plan``).
+
+Noise comes from the node's earlier runs in the results database (live: the profile's node),
+from a pilot (the rounds file given with --csv/--kube-burner/--clusterloader2), or the stated
+default; one per (size, metric) decision. Touches no node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from abtest.app.regress import GateRequest
+from abtest.config.playbook import load_playbook
+from abtest.engine.gate_rounds import look_schedule
+from abtest.errors import UserError
+from abtest.ingest.rounds import load_rounds
+from abtest.stats.gate_plan import TARGET, GatePlan, plan_gate
+from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
+from abtest.stats.resolution import grid_step
+from abtest.store.db import Store
+
+
+@dataclass(frozen=True)
+class GatePlanReport:
+    plan: GatePlan
+    noises: tuple[Noise, ...]
+    node_seconds_first_look: float | None  # None without a node profile (a pilot file)
+    node_seconds_cap: float | None
+    coarse: tuple[str, ...] = ()  # "<metric> at <size> pods (1 s grid)" where the data are coarse
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "looks": list(p.looks),
+            "margin_pct": p.margin_pct,
+            "confidence": p.confidence,
+            "target": p.target,
+            "pass_if_unchanged": p.pass_if_unchanged,
+            "fail_if_twice_margin": p.fail_if_twice_margin,
+            "expected_blocks_unchanged": p.expected_blocks_unchanged,
+            "reaches_target": p.reaches,
+            "cap_that_would": p.cap_that_would,
+            "margin_that_would": p.margin_that_would,
+            "node_seconds_first_look": self.node_seconds_first_look,
+            "node_seconds_cap": self.node_seconds_cap,
+            "coarse": list(self.coarse),
+            "noise": [
+                {
+                    "metric": n.metric,
+                    "size": n.size,
+                    "sd_log_diff": n.sd_log_diff,
+                    "source": n.source,
+                }
+                for n in self.noises
+            ],
+        }
+
+
+def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) -> GatePlanReport:
+    pb = load_playbook(req.playbook)
+    margin = pb.margin_pct if req.margin_pct is None else req.margin_pct
+    confidence = pb.confidence if req.confidence is None else req.confidence
+    first, cap = req.first_look or pb.rounds, req.max_rounds or pb.max_rounds
+    look_schedule(first, cap)  # the same refusals as the gate
+    metrics = list(req.metrics) or list(pb.metrics)
+    sizes = list(req.sizes or pb.sizes)
+    history, node_seconds = _history_and_time(req, sizes, first, cap)
+    noises = tuple(_noise(history, m, s) for s in sizes for m in metrics)
+    for n in noises:
+        say(f"noise of {n.metric} at {n.size} pods: paired log SD {n.sd_log_diff:.3f} ({n.source})")
+    plan = plan_gate(
+        [n.sd_log_diff for n in noises],
+        first_look=first,
+        cap=cap,
+        margin_pct=margin,
+        confidence=confidence,
+        target=TARGET,
+    )
+    return GatePlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
+
+
+def _coarse(history: pd.DataFrame | None, metrics: list[str], sizes: list[int]) -> tuple[str, ...]:
+    """The (metric, size) whose earlier values lie on a coarse grid (whole seconds...)."""
+    if history is None or history.empty:
+        return ()
+    out = []
+    for size in sizes:
+        for metric in metrics:
+            if metric not in history.columns:
+                continue
+            values = history.loc[history["size"] == size, metric].dropna().to_numpy(float)
+            step = float(grid_step(values)) if values.size > 1 else 0.0
+            if step > 0:
+                out.append(f"{metric} at {size} pods ({step:g} s grid)")
+    return tuple(out)
+
+
+def _noise(history: pd.DataFrame | None, metric: str, size: int) -> Noise:
+    if history is None or history.empty or metric not in history.columns:
+        return default_noise(metric, size, "no earlier paired rounds of it")
+    return noise_from_history(history, metric=metric, size=size)
+
+
+def _history_and_time(
+    req: GateRequest, sizes: list[int], first: int, cap: int
+) -> tuple[pd.DataFrame | None, tuple[float | None, float | None]]:
+    if req.rounds.given:  # a pilot: its own rounds are the noise, one group
+        frame = load_rounds(req.rounds).frame
+        if req.reference and req.candidate:
+            frame = frame[frame["arm"].isin([req.reference, req.candidate])]
+        if "block" not in frame.columns:
+            raise UserError("a pilot needs blocks to plan from", "--plan", "give a block column")
+        return frame.assign(**{GROUP: "pilot"}), (None, None)
+    if not req.profiles:
+        raise UserError(
+            "--plan needs the node (--profile) or a pilot (--csv, --kube-burner, --clusterloader2)",
+            "--plan",
+        )
+    # the node and cluster layers only for a live plan, as for a live gate
+    from abtest.app.profiles import load_profiles
+    from abtest.engine.gate_live import LiveGateOptions, build_gate_plan
+    from abtest.engine.prior_runs import node_history, noise_history
+    from abtest.engine.sweep_plan import node_estimates
+
+    nodes = load_profiles(req.profiles, req.kubeconfig, req.context)
+    pb = load_playbook(req.playbook)
+    live = LiveGateOptions(
+        profile=req.profiles[0], profiles=req.profiles, playbook=pb,
+        reference=req.reference or "default", candidate=req.candidate or "default",
+        sizes=tuple(sizes), metrics=(), margin_pct=0.0, confidence=0.95, rounds=first,
+        max_rounds=cap, seed=pb.seed if req.seed is None else req.seed, nodes=nodes,
+    )  # fmt: skip
+    with Store(req.db) as store:
+        history = pd.concat([noise_history(store, n.node_name, tuple(sizes)) for n in nodes])
+        past = {n.node_name: node_history(store, n.node_name, tuple(sizes)) for n in nodes}
+    seconds = []
+    for blocks in (first, cap):
+        estimates = node_estimates(build_gate_plan(live, blocks), past)
+        seconds.append(max(e.seconds for _, e in estimates))
+    return history, (seconds[0], seconds[1])
+
+
+def describe_plan(r: GatePlanReport) -> str:
+    p = r.plan
+    looks = "/".join(map(str, p.looks))
+    lines = [
+        f"plan: looks at {looks} blocks, margin {p.margin_pct:g} %, confidence {p.confidence:g}, "
+        f"{len(p.sd_log_diffs)} decision(s)",
+        f"  an unchanged candidate PASSes {p.pass_if_unchanged:.0%} of the time "
+        f"(on average after {p.expected_blocks_unchanged:.1f} blocks)",
+        f"  a candidate {2 * p.margin_pct:g} % slower (as far above the margin as an unchanged "
+        f"one is below it) FAILs {p.fail_if_twice_margin:.0%}; at the margin itself a FAIL is "
+        f"at most {(1 - p.confidence) / 2:.1%} by design",
+    ]
+    if r.node_seconds_first_look is not None and r.node_seconds_cap is not None:
+        lines.append(
+            f"  node time: {r.node_seconds_first_look / 60:.0f} min to the first look, "
+            f"{r.node_seconds_cap / 60:.0f} min at the cap"
+        )
+    if r.coarse:
+        lines.append(
+            f"  coarse data: {', '.join(r.coarse)}; these rates assume near-normal noise and "
+            "over-promise the FAIL rate on such data (by up to 14 points in the cases "
+            "measured, docs/statistics.md)"
+        )
+    if not p.reaches:
+        fixes = []
+        if p.cap_that_would is not None:
+            fixes.append(f"--max-rounds {p.cap_that_would}")
+        if p.margin_that_would is not None:
+            fixes.append(f"--margin {p.margin_that_would:g}")
+        would = " or ".join(fixes) if fixes else "no cap up to 200 blocks nor a margin up to 50 %"
+        lines.append(
+            f"  this cap cannot reach {p.target:.0%} for both: {would} would (or less noise: "
+            "a larger size, a quieter node)"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""Calibration of the regression gate's plan (issue 37 §1): `regress --plan` says how often an
+unchanged candidate PASSes and one slower by twice the margin FAILs; the gate run on such data
+does that, to within 2 points, on data whose per-block log ratios are normal (8 000 simulated
+gates per case through ``gate_codes``, the gate's own rule; seeded). Where the plan says the cap
+cannot reach the target, the cap it names does. On relist-shaped and whole-second data the plan
+(a normal model) over-promises the FAIL rate; that is measured and printed here, and stated in
+docs/statistics.md (issue 37 §4 is what would fix it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from coarse_data import rounds
+
+from abtest.stats.gate_plan import look_blocks, plan_gate
+from abtest.stats.gate_sim import gate_codes
+from abtest.stats.intervals import FloatArray
+from abtest.stats.power import noise_from_history
+
+SIMS = 8_000
+MARGIN = 5.0
+
+
+def _actual(
+    mode: str, noise: float, looks: list[int], truth: float, seed: int, sims: int = SIMS
+) -> FloatArray:
+    cells = rounds(np.random.default_rng(seed), sims=sims, blocks=looks[-1],
+                   truth_pct=[truth, truth], decisions=2, noise=noise, rho=0.0,
+                   mode=mode)  # fmt: skip
+    return gate_codes(cells, looks, 0.95, MARGIN)
+
+
+def _pilot_sd(mode: str, noise: float, blocks: int = 3000) -> float:
+    """The paired log SD `noise_from_history` reads from a long pilot of such data."""
+    c = rounds(np.random.default_rng(1), sims=1, blocks=blocks, truth_pct=0.0, noise=noise,
+               mode=mode)[0, 0]  # fmt: skip
+    frame = pd.DataFrame({"group": "pilot", "block": np.repeat(np.arange(blocks), 2),
+                          "arm": ["r", "c"] * blocks, "size": 10, "m": c.reshape(-1)})  # fmt: skip
+    return noise_from_history(frame, metric="m", size=10).sd_log_diff
+
+
+CASES = [(0.035, 5, 20), (0.05, 5, 20), (0.02, 3, 9), (0.035, 3, 9)]
+
+
+@pytest.mark.parametrize(("noise", "first", "cap"), CASES)
+def test_planned_rates_are_the_gates_rates_on_normal_data(
+    noise: float, first: int, cap: int
+) -> None:
+    sd = noise * np.sqrt(2.0)  # the per-block log ratio of two rounds with this noise
+    plan = plan_gate(
+        [sd, sd], first_look=first, cap=cap, margin_pct=MARGIN, confidence=0.95, search=False
+    )
+    looks = list(plan.looks)
+    unchanged = _actual("exact", noise, looks, 0.0, 2)
+    slower = _actual("exact", noise, looks, 2 * MARGIN, 3)
+    at_margin = _actual("exact", noise, looks, MARGIN, 4)
+    passed, failed = float(np.mean(unchanged == 0)), float(np.mean(slower == 2))
+    print(f"noise {noise}, looks {looks}: PASS planned {plan.pass_if_unchanged:.1%} gate "
+          f"{passed:.1%}; FAIL at 2x margin planned {plan.fail_if_twice_margin:.1%} gate "
+          f"{failed:.1%}; at the margin FAIL {np.mean(at_margin == 2):.1%} PASS "
+          f"{np.mean(at_margin == 0):.1%}")  # fmt: skip
+    assert abs(plan.pass_if_unchanged - passed) <= 0.02
+    assert abs(plan.fail_if_twice_margin - failed) <= 0.02
+    assert np.mean(at_margin == 2) <= 0.025 and np.mean(at_margin == 0) <= 0.025
+
+
+def test_the_shipped_regression_gate_rarely_passes_and_the_plan_says_what_would() -> None:
+    """The issue's finding, as the plan states it: 8 % round noise, looks 5/10/15/20, margin
+    5 %: an unchanged build PASSes about 3 %, and the plan names a cap and a margin that
+    reach 80 %; the cap it names does (checked by the gate's own rule)."""
+    sd = 0.08 * np.sqrt(2.0)
+    plan = plan_gate([sd, sd], first_look=5, cap=20, margin_pct=MARGIN, confidence=0.95)
+    print(plan)
+    assert plan.pass_if_unchanged < 0.10 and not plan.reaches
+    assert plan.cap_that_would is not None and plan.margin_that_would is not None
+    looks = list(look_blocks(5, plan.cap_that_would))
+    passed = float(np.mean(_actual("exact", 0.08, looks, 0.0, 5, sims=2_000) == 0))
+    assert passed >= 0.80 - 0.03
+    wider = plan_gate([sd, sd], first_look=5, cap=20, margin_pct=plan.margin_that_would,
+                      confidence=0.95, search=False)  # fmt: skip
+    assert min(wider.pass_if_unchanged, wider.fail_if_twice_margin) >= 0.80 - 0.03
+
+
+@pytest.mark.parametrize("mode", ["relist", "whole"])
+def test_on_coarse_data_the_plan_over_promises_the_fail_rate(mode: str) -> None:
+    """Measured, not hidden: planned from a long pilot of such data, the PASS rate holds within
+    12 points but the FAIL rate at twice the margin is promised too high (by up to 14 points
+    here). `regress --plan` says so when the history is coarse."""
+    sd = _pilot_sd(mode, 0.035)
+    for first, cap in ((3, 9), (5, 20)):
+        plan = plan_gate([sd, sd], first_look=first, cap=cap, margin_pct=MARGIN,
+                         confidence=0.95, search=False)  # fmt: skip
+        looks = list(plan.looks)
+        passed = float(np.mean(_actual(mode, 0.035, looks, 0.0, 6, 4_000) == 0))
+        failed = float(np.mean(_actual(mode, 0.035, looks, 2 * MARGIN, 7, 4_000) == 2))
+        print(f"{mode}, looks {looks}: PASS planned {plan.pass_if_unchanged:.1%} gate "
+              f"{passed:.1%}; FAIL planned {plan.fail_if_twice_margin:.1%} "
+              f"gate {failed:.1%}")  # fmt: skip
+        assert abs(plan.pass_if_unchanged - passed) <= 0.12
+        assert failed <= plan.fail_if_twice_margin + 0.02  # over-promised, never under
