@@ -192,7 +192,10 @@ def model_of(data: RunData, *, baseline: str | None, confidence: float) -> Repor
         run_id=run_id,
         run=data.run,
         environment=environment(data),
-        method=_method(confidence, sequential) + _design_method(data) + _build_method(data),
+        method=_method(confidence, sequential)
+        + _design_method(data)
+        + _build_method(data)
+        + _load_method(data),
         confidence=confidence,
         baseline=base,
         combined_arm=combined,
@@ -362,6 +365,43 @@ def _build_method(data: RunData) -> tuple[str, ...]:
         for text, names in builds.items():
             lines.append(f"Kubelet build on {node} for {', '.join(sorted(names))}: {text}.")
     return tuple(lines)
+
+
+def _load_method(data: RunData) -> tuple[str, ...]:
+    """The node's cores and each size's pods per core: a batch's time on a node with few cores
+    is bound by CPU where the same batch on a large node is bound by waits (relist ticks, API
+    round trips), so an effect measured at one load per core need not hold at another."""
+    envs = data.env.get("nodes")
+    per_node = envs if isinstance(envs, dict) and envs else {"": data.env}
+    sizes = sorted({int(s) for s in data.rounds["size"]}) if len(data.rounds) else []
+    lines = []
+    for name, env in sorted(per_node.items()):
+        cores = _node_cores(env if isinstance(env, dict) else {})
+        if cores is None or not sizes:
+            continue
+        where = f"{name} has" if name else "the node has"
+        loads = ", ".join(f"{size} pods = {size / cores:.3g}" for size in sizes)
+        lines.append(f"Load: {where} {cores:g} CPU cores (capacity); pods per core: {loads}.")
+    return tuple(lines)
+
+
+def _node_cores(env: dict[str, Any]) -> float | None:
+    """The node's CPU capacity as the sweep's probe records it (nested) or a flat node_cpu."""
+    node = env.get("node")
+    capacity = node.get("capacity") if isinstance(node, dict) else None
+    if isinstance(capacity, dict) and "cpu" in capacity:
+        return _cpu_quantity(capacity["cpu"])
+    return _cpu_quantity(env.get("node_cpu"))
+
+
+def _cpu_quantity(value: object) -> float | None:
+    """A Kubernetes CPU quantity ("2", "1.5", "2500m") in cores; None when it is not one."""
+    text = str(value) if isinstance(value, str | int | float) else ""
+    try:
+        cores = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+    return cores if cores > 0 else None
 
 
 def _describe_build(rec: dict[str, Any]) -> str:

@@ -40,6 +40,7 @@ from abtest.report.tables_detail import (
 )
 from abtest.report.tables_fleet import fleet_tables
 from abtest.report.tables_reference import (
+    time_went_headlines,
     time_went_tables,
     two_way_headlines,
     two_way_tables,
@@ -77,7 +78,7 @@ def build_tables(model: ReportModel) -> ReportTables:
     primary = [m for m in PRIMARY_METRICS if m in model.metrics]
     others = [m for m in model.metrics if m not in PRIMARY_METRICS]
     return ReportTables(
-        headlines=_headlines(model) + two_way_headlines(model),
+        headlines=_headlines(model) + two_way_headlines(model) + time_went_headlines(model),
         per_arm=tuple(_per_arm(model, m, ci) for m in primary),
         savings=tuple(t for m in primary if (t := _savings(model, m, ci)) is not None),
         combined=_combined(model, ci),

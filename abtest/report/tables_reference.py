@@ -188,6 +188,42 @@ def two_way_headlines(model: ReportModel) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ where the time went
 
+# at most this many resolved phases or stages named per arm and size in the key results
+HEADLINE_ITEMS = 2
+
+
+def time_went_headlines(model: ReportModel) -> tuple[str, ...]:
+    """Per arm and size whose batch time did not resolve: the phases and stages that did, with
+    Holm over the arm's items at that size, so a moved mechanism is not lost behind a batch
+    time whose noise hides it."""
+    lines = []
+    for w in model.time_went:
+        if w.clear:
+            continue
+        held = w.resolved[:HEADLINE_ITEMS]
+        if not held:
+            continue
+        moved = "; ".join(_moved(c, p, w.n_items) for c, p in held)
+        lines.append(
+            f"{w.arm} at {w.size} pods, where the time went (batch ready time not resolved): "
+            f"{moved}."
+        )
+    return tuple(lines)
+
+
+def _moved(c: ItemChange, p_holm: float, family: int) -> str:
+    where = f"{item_label(c)} ({c.kind})"
+    words = "less" if c.saving_s > 0 else "more"
+    lo_hi = None if c.ci is None else (abs(c.ci[0]) * 1000.0, abs(c.ci[1]) * 1000.0)
+    if lo_hi is not None and c.saving_s < 0:
+        lo_hi = (lo_hi[1], lo_hi[0])
+    amount = with_ci(abs(c.saving_s) * 1000.0, lo_hi, c.note, 1)
+    return (
+        f"{where} {amount} ms {words} ({num(c.baseline_mean * 1000.0, 1)} -> "
+        f"{num(c.arm_mean * 1000.0, 1)} ms), p (Holm over its {family} phases and stages) "
+        f"{p_value(p_holm)}"
+    )
+
 
 def time_went_tables(model: ReportModel, ci: str) -> tuple[Table, ...]:
     arms = [a for a in model.arm_names() if any(w.arm == a for w in model.time_went)]

@@ -34,7 +34,7 @@ from abtest.errors import UserError
 from abtest.stats.compare import Comparison, compare_pair_with_saving
 from abtest.stats.contrast import estimate_contrast
 from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order
-from abtest.stats.intervals import check_confidence
+from abtest.stats.intervals import check_confidence, holm
 
 ItemKind = Literal["phase", "stage"]
 ROUND = "round_id"
@@ -89,9 +89,27 @@ class TimeWent:
     # p of the batch saving in seconds (the scale of its interval and of every row here);
     # ``batch.p_value`` tests the ratio on the log scale, as the savings tables do
     batch_p_seconds: float | None = None
+    # the phases and stages whose change holds with Holm over every item of this arm and size,
+    # most certain first, each with its adjusted p (see ``resolved_items``)
+    resolved: tuple[tuple[ItemChange, float], ...] = ()
 
     def top_stages(self, n: int) -> tuple[ItemChange, ...]:
         return self.stages[:n]
+
+    @property
+    def n_items(self) -> int:
+        return len(self.phases) + len(self.stages)
+
+
+def resolved_items(
+    items: tuple[ItemChange, ...], alpha: float
+) -> tuple[tuple[ItemChange, float], ...]:
+    """The items whose change holds with Holm over all of them, most certain first, each with
+    its adjusted p. The per-row intervals are not adjusted (among ~20 null rows one may exclude
+    0 by chance), so naming a moved mechanism as a result needs the family's correction."""
+    adjusted = holm([c.p_value for c in items])
+    held = [(c, p) for c, p in zip(items, adjusted, strict=True) if p is not None and p < alpha]
+    return tuple(sorted(held, key=lambda pair: pair[1]))
 
 
 def pod_phases(pods: pd.DataFrame) -> pd.DataFrame:
@@ -188,6 +206,7 @@ def where_time_went(
             ]
             ranked = _ranked(changes, batch.savings_s if clear else None)
             phases = tuple(c for c in ranked if c.kind == "phase")
+            stages = tuple(c for c in ranked if c.kind == "stage")
             out.append(
                 TimeWent(
                     arm=arm,
@@ -196,9 +215,10 @@ def where_time_went(
                     batch=batch,
                     clear=clear,
                     phases=phases,
-                    stages=tuple(c for c in ranked if c.kind == "stage"),
+                    stages=stages,
                     phases_add_up=_add_up(phases),
                     batch_p_seconds=seconds.p_value,
+                    resolved=resolved_items((*phases, *stages), 1.0 - confidence),
                 )
             )
     return tuple(out)

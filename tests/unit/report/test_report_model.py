@@ -170,7 +170,11 @@ def test_stage_deltas_restarts_and_environment(
     assert env["kubelet_version"] == "v1.34.4"
     assert env["playbook sha256"] == hashlib.sha256(PLAYBOOK.encode()).hexdigest()
     assert env["seed"] == "20251201" and env["node"] == "lab-node"
-    assert len(model.method) == 2
+    assert len(model.method) == 3
+    # the node's cores and each size's load per core (the reference: 150 pods on 64 cores)
+    assert model.method[-1] == (
+        "Load: the node has 2 CPU cores (capacity); pods per core: 20 pods = 10, 50 pods = 25."
+    )
 
 
 def test_unknown_run_and_unknown_baseline(sweep: tuple[Store, str]) -> None:
@@ -272,3 +276,17 @@ def test_environment_from_the_batch_engines_nested_probe(store: Store) -> None:
     assert env["git_revision"] == "abc1234" and env["git_revision dirty"] == "yes"
     assert env["python"] == "3.11.2"
     assert not any(key.startswith(("node.labels", "nodes")) for key in env)
+
+
+@pytest.mark.parametrize(
+    ("quantity", "cores"),
+    [("2", 2.0), ("64", 64.0), ("2500m", 2.5), ("1.5", 1.5), ("0", None), ("", None), ("x", None),
+     (None, None), (["2"], None)],
+)  # fmt: skip
+def test_node_cores_read_as_kubernetes_cpu_quantities(
+    quantity: object, cores: float | None
+) -> None:
+    from abtest.analysis.model import _node_cores
+
+    assert _node_cores({"node": {"capacity": {"cpu": quantity}}}) == cores
+    assert _node_cores({"node_cpu": quantity}) == cores

@@ -290,3 +290,26 @@ def test_phases_that_do_not_add_up_are_said_so(store: Store) -> None:
     model_ok = build_model(store, build_sweep(store, SweepSpec()))
     ok_notes = " ".join(n for t in build_tables(model_ok).time_went for n in t.notes)
     assert "the phases do not add up" not in ok_notes
+
+
+def test_key_results_name_a_resolved_mechanism_when_the_batch_time_is_not(
+    model: ReportModel,
+) -> None:
+    import dataclasses
+
+    from abtest.report.tables_reference import time_went_headlines
+
+    # every batch saving of this fixture is clear: no mechanism headline, the savings say it
+    assert all(w.clear for w in model.time_went) and time_went_headlines(model) == ()
+    w = next(w for w in model.time_went if w.arm == "+speedups" and w.size == 50)
+    assert w.resolved, "the fixture's phases move with the arm"
+    unclear = dataclasses.replace(model, time_went=(dataclasses.replace(w, clear=False),))
+    (line,) = time_went_headlines(unclear)
+    top, p_holm = w.resolved[0]
+    assert line.startswith(
+        "+speedups at 50 pods, where the time went (batch ready time not resolved): "
+    )
+    assert f"p (Holm over its {w.n_items} phases and stages)" in line
+    assert line.count("ms less") + line.count("ms more") == min(2, len(w.resolved))
+    assert f"{top.baseline_mean * 1000:.1f} -> {top.arm_mean * 1000:.1f} ms" in line
+    assert f"- {line}\n" in render_markdown(unclear)
