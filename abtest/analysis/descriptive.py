@@ -107,6 +107,32 @@ class EventRate:
     per_pod_median: float
 
 
+# The agc patch series' own counters (kubelet-patches/agc): whether each gate's mechanism
+# engaged in a round and how much it did. An upstream kubelet has none of them, so its rounds
+# give no row (not a row of zeros).
+MECHANISM_METRICS = (
+    "kubelet_pod_status_sync_retries_total",
+    "kubelet_qos_cgroup_update_requests_total",
+    "kubelet_qos_cgroup_updates_total",
+    "kubelet_cgroup_manager_systemd_units_created_with_resources_total",
+    "kubelet_cgroup_manager_libcontainer_managers_built_total",
+)
+
+
+@dataclass(frozen=True)
+class MechanismRate:
+    """One mechanism counter (metric and label set) of one arm at one size, per pod: the
+    round's counter delta divided by its pods, the median over the arm's analysed rounds that
+    have the counter at all (0 where such a round did not move it)."""
+
+    metric: str
+    labels: str
+    arm: str
+    size: int
+    n_rounds: int
+    per_pod_median: float
+
+
 # A warning the kubelet writes at least this often per pod, in the median round, is a property
 # of the node's setup (it repeats for every pod), not of one unlucky pod.
 REPEATED_WARNING_PER_POD = 1.0
@@ -256,6 +282,33 @@ def api_request_rates(data: RunData) -> tuple[ApiRequestRate, ...]:
     out = [ApiRequestRate(*row) for row in medians]
     order = {a.name: i for i, a in enumerate(data.arms)}
     out.sort(key=lambda r: (r.method, r.code, r.size, order.get(r.arm, len(order))))
+    return tuple(out)
+
+
+def mechanism_rates(data: RunData) -> tuple[MechanismRate, ...]:
+    deltas = data.deltas
+    if deltas.empty:
+        return ()
+    rows = deltas[deltas[INCLUDED] & deltas["metric"].isin(MECHANISM_METRICS)]
+    rounds = data.rounds[data.rounds[INCLUDED]]
+    if rows.empty or rounds.empty:
+        return ()
+    keyed = pd.DataFrame(
+        {
+            "round_id": rows["round_id"].to_numpy(),
+            "metric": rows["metric"].astype(str).to_numpy(),
+            "labels": rows["labels"].fillna("").astype(str).to_numpy(),
+            "count": pd.to_numeric(rows["delta_count"], errors="coerce").to_numpy(),
+        }
+    )
+    # only rounds on a build that has the counters: an upstream arm gets no row
+    having = rounds[rounds["id"].isin(keyed["round_id"])]
+    out = [
+        MechanismRate(*row)
+        for row in _per_pod_medians(having, keyed, ["metric", "labels"], "count")
+    ]
+    order = {a.name: i for i, a in enumerate(data.arms)}
+    out.sort(key=lambda r: (r.metric, r.labels, r.size, order.get(r.arm, len(order))))
     return tuple(out)
 
 

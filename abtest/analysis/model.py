@@ -21,6 +21,7 @@ from abtest.analysis.descriptive import (
     ApiRequestRate,
     EventRate,
     ExcludedRound,
+    MechanismRate,
     RestartRow,
     StageDelta,
     acceptance,
@@ -28,6 +29,7 @@ from abtest.analysis.descriptive import (
     environment,
     event_rates,
     excluded,
+    mechanism_rates,
     repeated_warnings,
     restarts,
     stages,
@@ -116,6 +118,7 @@ class ReportModel:
     events: tuple[EventRate, ...] = ()
     # the kubelet's API requests per pod by method and code (median round), per arm and size
     api_requests: tuple[ApiRequestRate, ...] = ()
+    mechanisms: tuple[MechanismRate, ...] = ()  # the agc series' counters per pod
 
     @property
     def pod_latencies(self) -> pd.DataFrame:
@@ -223,6 +226,7 @@ def model_of(data: RunData, *, baseline: str | None, confidence: float) -> Repor
         time_went=time_went,
         events=rates,
         api_requests=api_request_rates(data),
+        mechanisms=mechanism_rates(data),
     )
 
 

@@ -35,6 +35,7 @@ from abtest.report.tables_detail import (
     events_table,
     excluded_table,
     factorial_table,
+    mechanisms_table,
     restarts_table,
     stages_table,
 )
@@ -71,6 +72,7 @@ class ReportTables:
     time_went: tuple[Table, ...] = ()  # per arm vs baseline: phases and top kubelet stages
     events: Table | None = None  # events per pod by reason, per arm and size
     api_requests: Table | None = None  # the kubelet's API requests per pod, per arm and size
+    mechanisms: Table | None = None  # the patch series' mechanism counters per pod
 
 
 def build_tables(model: ReportModel) -> ReportTables:
@@ -102,6 +104,7 @@ def build_tables(model: ReportModel) -> ReportTables:
         time_went=time_went_tables(model, ci),
         events=events_table(model),
         api_requests=api_requests_table(model),
+        mechanisms=mechanisms_table(model),
     )
 
 

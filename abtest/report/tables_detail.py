@@ -275,6 +275,29 @@ def api_requests_table(model: ReportModel) -> Table | None:
     )
 
 
+def mechanisms_table(model: ReportModel) -> Table | None:
+    if not model.mechanisms:
+        return None
+    arms, rows = _arms_across(
+        model,
+        [(_short_metric(r.metric), r.labels or DASH, r.size, r.arm, r.per_pod_median)
+         for r in model.mechanisms],
+    )  # fmt: skip
+    return make_table(
+        key="mechanism-counters-per-pod",
+        title="Mechanism counters per pod (the patch series' own counters, median over rounds)",
+        columns=["Counter", "Labels", "Pods", *arms],
+        rows=rows,
+        left=3,
+        notes=[
+            "Whether each gate's mechanism engaged and how much it did, whatever the batch time "
+            "did: the round's counter delta divided by its pods, the median over the arm's "
+            "analysed rounds (kubelet-patches/agc/README.md says what each counts). An arm on "
+            "a build without the counters has a dash. Descriptive, no intervals."
+        ],
+    )
+
+
 def _short_metric(metric: str) -> str:
     return metric.removeprefix("kubelet_").removesuffix("_seconds")
 
