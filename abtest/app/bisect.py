@@ -138,19 +138,22 @@ def run_bisect(
     and ``nodes`` (profiles already loaded) stand in for the real ones in tests."""
     from abtest.app.bisect_search import Search
 
-    with Store(req.db) as store:
-        if req.resume:
+    root: str | None = None
+    records: list[StepRecord] = []
+    if req.resume:
+        if not Store.exists(req.db):
+            raise UserError("no results database here", "--db", "give the bisection's --db")
+        with Store(req.db) as store:
             root, settings, records = load_bisection(store, req.resume)
-        else:
-            root, settings, records = None, settings_of(req, releases), []
-        pb = load_playbook(settings.playbook)
-        nodes = nodes or _nodes(req, settings)
-        chosen = builder or (
-            LabBuilder()
-            if all(lab_profile(n.kubelet_builds_dir) for n in nodes)
-            else PlacedBuilder()
-        )
-        chosen.check([settings.build(n) for n in settings.names])
+    else:
+        settings = settings_of(req, releases)  # checked whole before a database is opened
+    pb = load_playbook(settings.playbook)
+    nodes = nodes or _nodes(req, settings)
+    chosen = builder or (
+        LabBuilder() if all(lab_profile(n.kubelet_builds_dir) for n in nodes) else PlacedBuilder()
+    )
+    chosen.check([settings.build(n) for n in settings.names])
+    with Store(req.db) as store:
         search = Search(store, settings, pb, nodes, chosen, say, kit, req.accept_new_host_key)
         search.run(root, records)
         return bisection_model(store, search.root or "")
