@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abtest.analysis.bisect import (
     ENTRY,
@@ -34,9 +34,11 @@ from abtest.app.bisect_builds import (
 from abtest.config.kubelet_series import BuildName, parse_build_name
 from abtest.config.margin import check_margin
 from abtest.config.playbook import NodeProfile, load_playbook
-from abtest.engine.nodekit import NodeKit
-from abtest.errors import UserError
+from abtest.errors import AbtestError, UserError
 from abtest.store.db import DbTarget, Store
+
+if TYPE_CHECKING:  # the node layer is imported only when a bisection runs
+    from abtest.engine.nodekit import NodeKit
 
 #: --metric names and the rounds column each decides on
 METRICS = {"batch-ready": "batch_ready_s", "p95": "p95_s"}
@@ -136,6 +138,7 @@ def run_bisect(
     """Run (or resume) the bisection; its model as `abtest report` shows it. UserError for a bad
     request, before anything is built or the node touched. ``kit``, ``builder``, ``releases``
     and ``nodes`` (profiles already loaded) stand in for the real ones in tests."""
+    # imported here: the node and cluster layers cost `bisect --help` and bad input seconds
     from abtest.app.bisect_search import Search
 
     root: str | None = None
@@ -155,7 +158,19 @@ def run_bisect(
     chosen.check([settings.build(n) for n in settings.names])
     with Store(req.db) as store:
         search = Search(store, settings, pb, nodes, chosen, say, kit, req.accept_new_host_key)
-        search.run(root, records)
+        try:
+            search.run(root, records)
+        except UserError:
+            raise
+        except BaseException as exc:  # an interruption, a lost node, a bug: the same hint
+            if search.root:  # the node was restored; what was decided is kept
+                say(f"stopped; go on with: abtest bisect --resume {search.root}")
+            from abtest.engine.gate_live import CouldNotMeasure
+
+            if isinstance(exc, AbtestError) and not isinstance(exc, CouldNotMeasure):
+                # a node or the cluster failed under the measurement: exit 4 says so
+                raise CouldNotMeasure(f"could not measure: {exc}") from exc
+            raise
         return bisection_model(store, search.root or "")
 
 

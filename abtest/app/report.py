@@ -76,7 +76,6 @@ def bisection_of(db: str | None, run_ids: Sequence[str]) -> BisectModel | None:
     if len(run_ids) != 1:
         return None
     from abtest.analysis.bisect import ENTRY
-    from abtest.app.bisect import bisection_model
 
     target = resolve(db)
     if isinstance(target, Path) and not target.is_file():
@@ -85,6 +84,8 @@ def bisection_of(db: str | None, run_ids: Sequence[str]) -> BisectModel | None:
         entry = store.runs.plan(run_ids[0]).get(ENTRY) if _known(store, run_ids[0]) else None
         if not isinstance(entry, dict) or "settings" not in entry:
             return None
+        from abtest.app.bisect import bisection_model
+
         return bisection_model(store, run_ids[0])
 
 

@@ -240,7 +240,11 @@ def series_prefixes(build: BuildName) -> list[BuildName]:
     series: the builds between ``RELEASE`` and ``RELEASE+SERIES``, in order."""
     count = len(load_series(replace(build, prefix=None)).patches)
     plain = BuildName(build.release)
-    return [plain, *(replace(build, prefix=k) for k in range(1, count)), replace(build, prefix=None)]
+    return [
+        plain,
+        *(replace(build, prefix=k) for k in range(1, count)),
+        replace(build, prefix=None),
+    ]
 
 
 def _series_release(folder: Path) -> Release:

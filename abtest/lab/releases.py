@@ -26,18 +26,8 @@ def served(release: Release) -> str | None:
     Go toolchain to ask: the build then says so itself)."""
     if shutil.which("go") is None:
         return None
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    try:
-        done = subprocess.run(
-            ["go", "list", "-m", "-json", f"k8s.io/kubernetes@{release.version}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd="/",
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    done = _go_list(["-json", f"k8s.io/kubernetes@{release.version}"])
+    if done is None:
         return (
             f"the Go module proxy did not answer for k8s.io/kubernetes@{release.version} in 120 s"
         )
@@ -131,19 +121,7 @@ def served_releases(good: Release, bad: Release) -> list[Release]:
             "abtest bisect",
             "install Go, or name the builds with --builds B1,B2,...",
         )
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    try:
-        done = subprocess.run(
-            ["go", "list", "-m", "-versions", "k8s.io/kubernetes"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd="/",
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        done = None
+    done = _go_list(["-versions", "k8s.io/kubernetes"])
     if done is None or done.returncode != 0:
         why = "no answer in 120 s" if done is None else " ".join(done.stderr.split())[-200:]
         raise UserError(
@@ -152,3 +130,20 @@ def served_releases(good: Release, bad: Release) -> list[Release]:
             "check GOPROXY, or name the builds with --builds B1,B2,...",
         )
     return releases_between(done.stdout, good, bad)
+
+
+def _go_list(args: list[str]) -> subprocess.CompletedProcess[str] | None:
+    """``go list -m ARGS`` through the Go module proxy (None: no answer in 120 s)."""
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    try:
+        return subprocess.run(
+            ["go", "list", "-m", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd="/",
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None

@@ -79,9 +79,13 @@ class StopsAt(SteppedKit):
 def test_a_stopped_search_resumes_where_it_was(tmp_path: Path) -> None:
     node = FakeNode("n1")
     # the ends take 6 rounds at the first look; the 8th round is in step 1
+    said: list[str] = []
     with pytest.raises(RuntimeError, match="went away"):
-        _run(tmp_path, StopsAt(node, DEMO, DEMO[3], 0.3, stop=8), node)
+        req = BisectRequest(**{**vars(RANGE), "db": tmp_path / "r.db"})
+        kit = StopsAt(node, DEMO, DEMO[3], 0.3, stop=8)
+        run_bisect(req, said.append, kit=kit, builder=FakeBuilder(), nodes=lab_nodes(node))
     node.verify()  # restored on the way out
+    assert any("go on with: abtest bisect --resume" in line for line in said)
     with Store(tmp_path / "r.db") as store:
         entries = store.runs.with_plan_entry("bisect", "bisect")
     assert len(entries) == 2  # the ends, decided, and step 1, stopped
