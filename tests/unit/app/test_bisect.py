@@ -82,8 +82,8 @@ def test_a_stopped_search_resumes_where_it_was(tmp_path: Path) -> None:
     said: list[str] = []
     with pytest.raises(RuntimeError, match="went away"):
         req = BisectRequest(**{**vars(RANGE), "db": tmp_path / "r.db"})
-        kit = StopsAt(node, DEMO, DEMO[3], 0.3, stop=8)
-        run_bisect(req, said.append, kit=kit, builder=FakeBuilder(), nodes=lab_nodes(node))
+        stops = StopsAt(node, DEMO, DEMO[3], 0.3, stop=8)
+        run_bisect(req, said.append, kit=stops, builder=FakeBuilder(), nodes=lab_nodes(node))
     node.verify()  # restored on the way out
     assert any("go on with: abtest bisect --resume" in line for line in said)
     with Store(tmp_path / "r.db") as store:
