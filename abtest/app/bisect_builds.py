@@ -9,7 +9,7 @@ checked (name, series, skew) before anything is built or the node touched.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from abtest.config.kubelet_series import BuildName, parse_build_name, series_prefixes
@@ -94,8 +94,12 @@ def build_range(
     g, b = parse_build_name(good, "--good"), parse_build_name(bad, "--bad")
     if g.name == b.name:
         raise UserError(f"--good and --bad are the same build {g}", "--bad", "give the bad build")
-    if b.series and g.series is None and g.release == b.release and b.prefix is None:
-        return _checked(series_prefixes(b))
+    if b.series and g.release == b.release and g.series in (None, b.series):
+        # a series' prefixes, or a part of them (--good REL+S.p1 --bad REL+S.p3)
+        whole = series_prefixes(replace(b, prefix=None))
+        chain = [x.name for x in whole]
+        if g.name in chain and b.name in chain and chain.index(g.name) < chain.index(b.name):
+            return _checked(whole[chain.index(g.name) : chain.index(b.name) + 1])
     if g.series is None and b.series is None:
         if g.release > b.release:
             raise UserError(

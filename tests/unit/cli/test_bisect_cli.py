@@ -126,3 +126,15 @@ def test_resume_of_a_run_that_is_not_a_bisection_is_refused(
     done = invoke(["bisect", "--resume", run, "--db", str(db)], tmp_path, capsys)
     assert done.code == 2 and f"run {run} is not a bisection" in done.err
     assert len(done.err.strip().splitlines()) == 1
+
+
+def test_a_part_of_a_series_is_a_range_of_its_prefixes() -> None:
+    from abtest.app.bisect_builds import build_range
+
+    def names(good: str, bad: str) -> list[str]:
+        return [b.name for b in build_range(good, bad, (), lambda g, b: [])]
+
+    demo = "v1.36.3+bisect-demo"
+    assert names("v1.36.3", demo) == ["v1.36.3", *(f"{demo}.p{k}" for k in (1, 2, 3)), demo]
+    assert names(f"{demo}.p1", demo) == [f"{demo}.p{k}" for k in (1, 2, 3)] + [demo]
+    assert names("v1.36.3", f"{demo}.p2") == ["v1.36.3", f"{demo}.p1", f"{demo}.p2"]
