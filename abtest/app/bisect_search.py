@@ -100,6 +100,19 @@ class Search:
 
         return tag
 
+    def _looked(self, run_id: str, seconds: float) -> None:
+        """Keep the node time so far in the run's entry: a resumed run goes on counting."""
+        entry = self.store.runs.plan(run_id).get(ENTRY, {})
+        self.store.runs.set_plan_entry(run_id, ENTRY, {**entry, "wall_s": seconds})
+
+    def _resumed(self, index: int) -> tuple[str | None, float]:
+        """The undecided run of measurement ``index`` and the node time it had spent."""
+        run = pending_run(self.store, self.root, index) if self.root else None
+        if run is None:
+            return None, 0.0
+        spent = self.store.runs.plan(run).get(ENTRY, {}).get("wall_s", 0.0)
+        return run, float(spent) if isinstance(spent, int | float) else 0.0
+
     def _record(self, rec: StepRecord) -> StepRecord:
         entry = self.store.runs.plan(rec.run_id).get(ENTRY, {})
         self.store.runs.set_plan_entry(rec.run_id, ENTRY, {**entry, "record": rec.to_json()})
@@ -113,6 +126,7 @@ class Search:
         self.say(f"confirming the ends: {bad} (bad) against {good} (good)")
         self._place([good, bad])
         plan = measure_plan(self.setup, [("good", good), ("bad", bad)], self.settings.seed)
+        run_id, spent = self._resumed(0)
         found, m = measure(
             plan,
             self.setup,
@@ -120,8 +134,10 @@ class Search:
             confirm_at(self.setup),
             say=self.say,
             started=self._started(0, (good, bad)),
-            run_id=pending_run(self.store, self.root, 0) if self.root else None,
+            run_id=run_id,
             kit=self.kit,
+            spent=spent,
+            looked=self._looked,
         )
         ci = found.slowdown_ci or (math.nan, math.nan)
         span = Span.of(found.slowdown_pct, ci[0], ci[1])
@@ -137,6 +153,7 @@ class Search:
         self._place([low, mid, high])
         arms = [("low", low), ("mid", mid), ("high", high)]
         plan = measure_plan(self.setup, arms, self.settings.seed + index)
+        run_id, spent = self._resumed(index)
         found, m = measure(
             plan,
             self.setup,
@@ -144,8 +161,10 @@ class Search:
             step_at(self.setup),
             say=self.say,
             started=self._started(index, (low, mid, high)),
-            run_id=pending_run(self.store, self.root or "", index),
+            run_id=run_id,
             kit=self.kit,
+            spent=spent,
+            looked=self._looked,
         )
         spans = (
             ("mid vs low", Span.of(*(float(v) for v in found.low_mid_pct))),

@@ -93,12 +93,16 @@ def measure(
     started: Callable[[str], None],
     run_id: str | None = None,
     kit: NodeKit | None = None,
+    spent: float = 0.0,
+    looked: Callable[[str, float], None] | None = None,
 ) -> tuple[T, Measured]:
     """Measure look by look until ``decide_at(rounds, look, max_looks)`` decides (it must at
-    the last look). ``started(run_id)`` is called as soon as the run exists, to tag it."""
+    the last look). ``started(run_id)`` is called as soon as the run exists, to tag it;
+    ``looked(run_id, seconds)`` after each look with the node time so far (``spent``: what a
+    resumed run had spent before)."""
     looks = setup.looks
     opts = SweepOptions(kind=KIND, accept_new_host_key=setup.accept_new_host_key)
-    wall = 0.0
+    wall = spent
 
     def emit(kind: str, data: dict[str, Any]) -> None:
         if kind == "run" and not data.get("resumed"):
@@ -117,6 +121,8 @@ def measure(
             plan, store, opts, emit, resume_run_id=run_id, upto_block=blocks, kit=kit
         )
         run_id, wall = result.run_id, wall + result.wall_s
+        if looked is not None:
+            looked(run_id, wall)
         failed = [
             f"{arm} ({_build_of(plan, arm)}): {why.splitlines()[0] if why else 'no reason'}"
             for n in result.nodes
