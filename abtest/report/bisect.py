@@ -10,6 +10,7 @@ from pathlib import Path
 
 from abtest.analysis.bisect import BisectModel, BuildTime, StepRecord
 from abtest.config.paths import write_output
+from abtest.errors import UserError
 from abtest.report.render import md_cell
 
 #: exit codes of `abtest bisect`: a culprit named, or none
@@ -129,6 +130,10 @@ def write_bisect_report(
 ) -> list[Path]:
     """report.md / report.html / report.json of a bisection (other formats have no bisection
     form and are skipped)."""
+    if not {"md", "html", "json"} & set(formats):
+        raise UserError(
+            f"a bisection has no {', '.join(formats)} form", "--format", "use md, html or json"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in formats:

@@ -44,6 +44,8 @@ def test_an_injected_slowdown_is_found_through_the_cli(
     assert "first bad build v1.36.0" in md and "v1.35.4" in md
     assert (tmp_path / "rep" / "report.html").is_file()
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["culprit"] == "v1.36.0"
+    csv = invoke(["report", out["bisection"], "--db", db, "-f", "csv", "-o", "c"], tmp_path, capsys)
+    assert csv.code == 2 and "a bisection has no csv form" in csv.err
 
 
 BAD = [
