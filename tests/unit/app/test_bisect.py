@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from bisect_fakes import FakeBuilder, SteppedKit, lab_nodes
 
@@ -100,3 +101,22 @@ def test_a_stopped_search_resumes_where_it_was(tmp_path: Path) -> None:
     assert len(rounds) < 3 * 3 * 2
     with Store(tmp_path / "r.db") as store:
         assert len(store.runs_frame()) == 3
+
+
+class Creeping(SteppedKit):
+    """Every build 10 % slower than the one before: no one culprit."""
+
+    def seconds(self, binary: str | None) -> float:
+        build = (binary or "").split("/")[-2] if binary else "v1.36.3"
+        noise = float(self.rng.normal(0, self.noise))
+        return float(self.base * 1.1 ** self.order.index(build) * np.exp(noise))
+
+
+def test_an_effect_spread_over_the_range_names_no_build(tmp_path: Path) -> None:
+    node = FakeNode("n1")
+    model, _ = _run(tmp_path, Creeping(node, DEMO, None, 0.0, noise=0.01), node)
+    node.verify()
+    c = model.conclusion
+    assert (c.verdict, c.culprit, exit_code(model)) == ("SPREAD", None, 3)
+    assert "spread over several builds" in c.message
+    assert [s.outcome for s in model.steps] == ["FAIL", "SPREAD"]
