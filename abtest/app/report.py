@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from abtest.analysis.bisect import BisectModel
 from abtest.analysis.model import ReportModel, model_of
 from abtest.analysis.pool import check_pool_ids, pool_runs
 from abtest.analysis.run_data import run_data
@@ -68,3 +69,29 @@ def report_model(
                 store, list(run_ids), baseline=baseline, confidence=confidence
             )
         return build_model(store, run_ids[0], baseline=baseline, confidence=confidence)
+
+
+def bisection_of(db: str | None, run_ids: Sequence[str]) -> BisectModel | None:
+    """The bisection whose first run is the one run asked for (None: an ordinary run)."""
+    if len(run_ids) != 1:
+        return None
+    from abtest.analysis.bisect import ENTRY
+
+    target = resolve(db)
+    if isinstance(target, Path) and not target.is_file():
+        return None  # report_model says what is missing
+    with Store(db) as store, store.snapshot():
+        entry = store.runs.plan(run_ids[0]).get(ENTRY) if _known(store, run_ids[0]) else None
+        if not isinstance(entry, dict) or "settings" not in entry:
+            return None
+        from abtest.app.bisect import bisection_model
+
+        return bisection_model(store, run_ids[0])
+
+
+def _known(store: Store, run_id: str) -> bool:
+    try:
+        store.run_row(run_id)
+    except UserError:
+        return False
+    return True

@@ -73,6 +73,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "Decide PASS / FAIL / INCONCLUSIVE for a candidate kubelet (binary and/or settings)\n"
         "against a reference, live on a node, from two stored runs, or from a rounds CSV.",
     ),
+    "bisect": LazyCommand(
+        "abtest.cli.bisect",
+        "bisect",
+        "Find the first build of an ordered range (releases, a patch series' prefixes, or a\n"
+        "list) that made pod start-up slower.",
+    ),
     "lab": LazyCommand(
         "abtest.cli.lab",
         "app",

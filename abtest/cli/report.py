@@ -10,12 +10,13 @@ from typing import Annotated
 
 import typer
 
-from abtest.app.report import checked_db, report_model
+from abtest.app.report import bisection_of, checked_db, report_model
 from abtest.cli import options as o
 from abtest.cli.render import console
 from abtest.config.paths import check_output_dir, derived_dir
 from abtest.errors import UserError
 from abtest.report import FORMATS, write_report
+from abtest.report.bisect import write_bisect_report
 from abtest.report.writer import check_formats
 
 REPORTS = Path("reports")
@@ -69,6 +70,15 @@ def report(
         check_output_dir(out_dir, "--out")
     else:
         out_dir = derived_dir(REPORTS, "+".join(run_ids), "--out")
+    bisection = bisection_of(db, run_ids)
+    if bisection is not None:
+        files = write_bisect_report(bisection, out_dir, formats)
+        console.print(
+            f"report of bisection {bisection.root} written to {out_dir}/", highlight=False
+        )
+        for file in files:
+            console.print(f"  {file}", highlight=False)
+        return
     model = report_model(db, run_ids, baseline=baseline, confidence=confidence)
     run_id = model.run_id
     if out is None and out_dir != REPORTS / run_id:

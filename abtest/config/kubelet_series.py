@@ -8,6 +8,12 @@ named by its folder path after the ``+`` (``v1.36.3+./my-series``); the build is
 after the folder (``v1.36.3+my-series``), which is what a catalog's ``kubelet_build`` level and
 the node's ``kubelet --version`` say.
 
+A prefix of a series (its first k patches, for ``abtest bisect``) is a build of its own, named
+``v1.36.3+agc.p2`` (the first two patches): build metadata semver allows, a path segment the
+node's checks allow, so the node reports the prefix's whole name. It is loaded as a series of
+those patches (named ``agc.p2``), so its digest, cache and ``source.json`` are its own. A series
+name ending in ``.pN`` is therefore reserved: it always means a prefix.
+
 Everything here is checked before anything is copied or built: the series' release, that every
 patch is a diff, the gates the patches register (a gate upstream already has is a clash).
 Whether each patch applies is for the lab's builder, which has the release's source.
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abtest.config.datafiles import data_dir
@@ -28,6 +34,8 @@ from abtest.errors import UserError
 SERIES_FILE = "series.yaml"
 # a series name is a path segment on the node and a semver build-metadata tag in `--version`
 _SERIES_NAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,38}[a-z0-9])?")
+# a prefix of a series: its name, then `.p` and how many of its first patches (1-999)
+_PREFIX = re.compile(r"(?P<series>.+)\.p(?P<count>[1-9][0-9]{0,2})")
 _RELEASE_SHAPE = re.compile(r"v?\d{1,3}\.\d{1,3}\.\d{1,3}")
 _PATCH_SUFFIXES = (".patch", ".diff")
 # files a series folder may hold besides its patches
@@ -96,10 +104,18 @@ class BuildName:
     release: Release
     series: str | None = None  # the series' name (the folder's name for a path)
     folder: Path | None = None  # where the series is (None: a plain release)
+    prefix: int | None = None  # only the series' first `prefix` patches (None: all of them)
+
+    @property
+    def series_name(self) -> str | None:
+        """The series as this build carries it: ``agc``, or ``agc.p2`` for a prefix."""
+        if self.series is None:
+            return None
+        return self.series + (f".p{self.prefix}" if self.prefix else "")
 
     @property
     def name(self) -> str:
-        return self.release.version + (f"+{self.series}" if self.series else "")
+        return self.release.version + (f"+{self.series_name}" if self.series else "")
 
     def __str__(self) -> str:
         return self.name
@@ -142,10 +158,24 @@ def parse_build_name(text: str, where: str, *, paths: bool = True) -> BuildName:
                 "RELEASE+FOLDERNAME",
             )
         folder = Path(series).expanduser().resolve()
-        return BuildName(release, _checked_name(folder.name, text, where), folder)
+        name = _checked_name(folder.name, text, where)
+        if _PREFIX.fullmatch(name):
+            raise UserError(
+                f"{text!r}: a series folder's name may not end in .pN",
+                where,
+                "rename the folder: RELEASE+NAME.pN names the first N patches of series NAME",
+            )
+        return BuildName(release, name, folder)
     name = _checked_name(series, text, where)
-    shipped = series_root() / name
-    return BuildName(release, name, shipped if (shipped / SERIES_FILE).is_file() else None)
+    prefix = _PREFIX.fullmatch(name)
+    base = prefix["series"] if prefix else name
+    shipped = series_root() / base
+    return BuildName(
+        release,
+        base,
+        shipped if (shipped / SERIES_FILE).is_file() else None,
+        int(prefix["count"]) if prefix else None,
+    )
 
 
 def _checked_name(name: str, text: str, where: str) -> str:
@@ -193,7 +223,28 @@ def load_series(build: BuildName) -> PatchSeries:
                     "register each gate in one patch",
                 )
             seen[gate] = p.file
-    return PatchSeries(build.series, folder, release, patches)
+    if build.prefix is None:
+        return PatchSeries(build.series, folder, release, patches)
+    if build.prefix >= len(patches):
+        raise UserError(
+            f"series {build.series} has {len(patches)} patches: {build} is no prefix of it",
+            str(build),
+            f"a prefix takes the first 1 to {len(patches) - 1} patches; "
+            f"{build.release}+{build.series} is the whole series",
+        )
+    return PatchSeries(build.series_name or "", folder, release, patches[: build.prefix])
+
+
+def series_prefixes(build: BuildName) -> list[BuildName]:
+    """The release, then the release with the series' first 1, 2, ... patches, then the whole
+    series: the builds between ``RELEASE`` and ``RELEASE+SERIES``, in order."""
+    count = len(load_series(replace(build, prefix=None)).patches)
+    plain = BuildName(build.release)
+    return [
+        plain,
+        *(replace(build, prefix=k) for k in range(1, count)),
+        replace(build, prefix=None),
+    ]
 
 
 def _series_release(folder: Path) -> Release:

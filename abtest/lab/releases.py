@@ -8,10 +8,11 @@ built. :func:`choose_release` decides which release an `up` runs, from the kept 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
-from abtest.config.domain import Release, parse_release
+from abtest.config.domain import MINIMUM, Release, parse_release
 from abtest.errors import UserError
 from abtest.lab.layout import LabState, Paths, Say
 
@@ -25,18 +26,8 @@ def served(release: Release) -> str | None:
     Go toolchain to ask: the build then says so itself)."""
     if shutil.which("go") is None:
         return None
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    try:
-        done = subprocess.run(
-            ["go", "list", "-m", "-json", f"k8s.io/kubernetes@{release.version}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd="/",
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    done = _go_list(["-json", f"k8s.io/kubernetes@{release.version}"])
+    if done is None:
         return (
             f"the Go module proxy did not answer for k8s.io/kubernetes@{release.version} in 120 s"
         )
@@ -95,3 +86,64 @@ def choose_release(paths: Paths, wanted: Release | None, running: bool, say: Say
         f"in {paths.kubelets} kept; `abtest lab down --purge` first for a fresh lab"
     )
     return target
+
+
+_STABLE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+
+
+def releases_between(listed: str, good: Release, bad: Release) -> list[Release]:
+    """The final releases in ``listed`` (``go list -m -versions``: the module path, then its
+    versions) from ``good`` to ``bad`` inclusive, oldest first by semver; pre-releases
+    (-alpha, -beta, -rc) and anything the lab's minimum refuses are left out."""
+    found: set[Release] = set()
+    for word in listed.split()[1:]:
+        match = _STABLE.fullmatch(word)
+        if match is None:
+            continue
+        release = Release(int(match[1]), int(match[2]), int(match[3]))
+        if (release.major, release.minor) < MINIMUM:
+            continue
+        if _key(good) <= _key(release) <= _key(bad):
+            found.add(release)
+    return sorted(found, key=_key)
+
+
+def _key(release: Release) -> tuple[int, int, int]:
+    return (release.major, release.minor, release.patch)
+
+
+def served_releases(good: Release, bad: Release) -> list[Release]:
+    """The final k8s.io/kubernetes releases the Go module proxy serves from ``good`` to
+    ``bad``, oldest first (what `abtest lab up --kubernetes` and `lab kubelets` can build)."""
+    if shutil.which("go") is None:
+        raise UserError(
+            "listing the releases between two builds needs Go (the Go module proxy)",
+            "abtest bisect",
+            "install Go, or name the builds with --builds B1,B2,...",
+        )
+    done = _go_list(["-versions", "k8s.io/kubernetes"])
+    if done is None or done.returncode != 0:
+        why = "no answer in 120 s" if done is None else " ".join(done.stderr.split())[-200:]
+        raise UserError(
+            f"the Go module proxy did not list k8s.io/kubernetes ({why})",
+            "abtest bisect",
+            "check GOPROXY, or name the builds with --builds B1,B2,...",
+        )
+    return releases_between(done.stdout, good, bad)
+
+
+def _go_list(args: list[str]) -> subprocess.CompletedProcess[str] | None:
+    """``go list -m ARGS`` through the Go module proxy (None: no answer in 120 s)."""
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    try:
+        return subprocess.run(
+            ["go", "list", "-m", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd="/",
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None

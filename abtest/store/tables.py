@@ -82,6 +82,22 @@ class Runs:
             return {}
         return stored if isinstance(stored, dict) else {}
 
+    def with_plan_entry(self, kind: str, key: str) -> list[tuple[str, Any]]:
+        """(run id, its plan's ``key`` entry) of every run of ``kind`` whose plan has one,
+        oldest first (a bisection finds its steps by the entry they carry)."""
+        rows = self.store.query(
+            "SELECT id, plan_json FROM runs WHERE kind = ? ORDER BY created_at, id", (kind,)
+        )
+        found = []
+        for row in rows:
+            try:
+                plan = json.loads(row["plan_json"] or "{}")
+            except (TypeError, ValueError, RecursionError):
+                continue
+            if isinstance(plan, dict) and key in plan:
+                found.append((str(row["id"]), plan[key]))
+        return found
+
     def set_plan_entry(self, run_id: str, key: str, value: Any) -> None:
         """Keep ``value`` under ``key`` in the run's plan (the other entries stay)."""
         stored = self.plan(run_id)

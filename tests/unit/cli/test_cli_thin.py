@@ -128,6 +128,7 @@ COMMANDS = {
     "analyze.py": "analyze",
     "batch.py": "batch",
     "plan.py": "plan",
+    "bisect.py": "bisect",
 }
 
 

@@ -59,6 +59,7 @@ CASES: list[tuple[list[str], tuple[str, ...]]] = [
     (["report", "{run}", "--format", "json,csv", "--out", "{out}"], NO_PLOTS),
     (["report", "{run}", "--format", "junit", "--out", "{out}"], NO_PLOTS),
     (["report", "--help"], NO_PLOTS),
+    (["bisect", "--help"], NO_PLOTS),
     # Markdown and HTML carry figures: matplotlib is needed there, the node and cluster are not.
     (["report", "{run}", "--out", "{out}"], NODE_AND_CLUSTER),
 ]

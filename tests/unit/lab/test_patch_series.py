@@ -19,6 +19,7 @@ from abtest.config.kubelet_series import (
     PatchSeries,
     load_series,
     parse_build_name,
+    series_prefixes,
     shipped_series,
 )
 from abtest.errors import UserError
@@ -214,3 +215,49 @@ def test_the_shipped_agc_series_is_whole() -> None:
             "KubeletCgroupControllerReuse",
         ]
     )
+
+
+def test_a_prefix_is_a_build_of_its_first_patches_with_its_own_digest(tmp_path: Path) -> None:
+    folder = _series(tmp_path, {"0001-gate.patch": GATE_PATCH, "0002-workers.patch": WORKERS_PATCH})
+    whole = _load(folder)
+    build = parse_build_name(f"v1.36.3+{folder}", "BUILD")
+    prefixes = series_prefixes(build)
+    assert [p.name for p in prefixes] == ["v1.36.3", "v1.36.3+my-series.p1", "v1.36.3+my-series"]
+    first = load_series(prefixes[1])
+    assert first.name == "my-series.p1" and [p.file for p in first.patches] == ["0001-gate.patch"]
+    assert first.digest != whole.digest
+    assert cached_dir(first) != cached_dir(whole)
+    # a placed prefix's name is whole: semver build metadata the node reports as it is
+    placed = parse_build_name("v1.36.3+bisect-demo.p2", "BUILD", paths=False)
+    assert (placed.series, placed.prefix, placed.name) == (
+        "bisect-demo",
+        2,
+        "v1.36.3+bisect-demo.p2",
+    )
+    assert build_version_of("Kubernetes v1.36.3+bisect-demo.p2") == "v1.36.3+bisect-demo.p2"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("v1.36.3+bisect-demo.p4", "has 4 patches: v1.36.3\\+bisect-demo.p4 is no prefix"),
+        ("v1.36.3+bisect-demo.p9", "no prefix of it"),
+    ],
+)
+def test_a_prefix_past_the_series_is_refused(text: str, says: str) -> None:
+    with pytest.raises(UserError, match=says):
+        load_series(parse_build_name(text, "BUILD"))
+
+
+def test_a_series_folder_named_like_a_prefix_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"may not end in \.pN"):
+        parse_build_name(f"v1.36.3+{tmp_path / 'x.p2'}", "BUILD")
+
+
+def test_the_shipped_bisect_demo_series_has_its_culprit_third() -> None:
+    series = load_series(parse_build_name("v1.36.3+bisect-demo", "BUILD"))
+    assert len(series.patches) == 4 and not series.gates
+    culprit = (series.folder / series.patches[2].file).read_text()
+    assert "time.Sleep(bisectDemoFirstSyncDelay)" in culprit
+    for harmless in (series.patches[0], series.patches[1], series.patches[3]):
+        assert "Sleep" not in (series.folder / harmless.file).read_text()

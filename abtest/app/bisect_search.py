@@ -1,0 +1,182 @@
+"""The search of `abtest bisect`: the endpoint confirmation, then the steps, each measured,
+decided and recorded in its run's plan entry (so a stopped search resumes where it was)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from abtest.analysis.bisect import ENTRY, Span, StepRecord, conclude
+from abtest.app.bisect import Settings, pending_run, settings_json
+from abtest.app.bisect_builds import Builder
+from abtest.config.playbook import NodeProfile, Playbook
+from abtest.engine.bisect_steps import (
+    BisectSetup,
+    confirm_at,
+    measure,
+    measure_plan,
+    step_at,
+)
+from abtest.engine.nodekit import NodeKit
+from abtest.stats.bisect import BAD, GOOD, OUTCOMES, middle
+from abtest.store.db import Store
+
+
+class Search:
+    """One bisection's search over ``settings.names`` (0 good, last bad)."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        playbook: Playbook,
+        nodes: Sequence[NodeProfile],
+        builder: Builder,
+        say: Callable[[str], None],
+        kit: NodeKit | None,
+        accept_new_host_key: bool = False,
+    ) -> None:
+        self.store, self.settings, self.builder, self.say, self.kit = (
+            store,
+            settings,
+            builder,
+            say,
+            kit,
+        )
+        self.root: str | None = None
+        self.setup = BisectSetup(
+            playbook,
+            tuple(nodes),
+            settings.profiles,
+            settings.size,
+            settings.metric,
+            settings.margin_pct,
+            settings.confidence,
+            settings.first_look,
+            settings.max_blocks,
+            settings.seed,
+            accept_new_host_key,
+        )
+
+    def run(self, root: str | None, records: list[StepRecord]) -> None:
+        """Replay the decided ``records`` (a resumed search), then measure until it ends."""
+        self.root = root
+        names = self.settings.names
+        if not records:
+            records = [self._confirm()]
+        elif root:
+            self.say(f"resuming bisection {root}: {len(records)} measurement(s) decided")
+        if records[0].outcome != "FAIL":
+            self.say(conclude(names, records, True).message)
+            return
+        low, high = 0, len(names) - 1
+        for rec in records[1:]:
+            mid = names.index(rec.builds[1])
+            if rec.outcome not in ("GOOD", "BAD"):
+                return
+            low, high = (mid, high) if rec.outcome == "GOOD" else (low, mid)
+        index = len(records)
+        while high - low >= 2:
+            mid = middle(low, high)
+            rec = self._step(index, names[low], names[mid], names[high])
+            if rec.outcome == OUTCOMES[GOOD]:
+                low = mid
+            elif rec.outcome == OUTCOMES[BAD]:
+                high = mid
+            else:
+                return
+            index += 1
+
+    def _started(self, index: int, builds: Sequence[str]) -> Callable[[str], None]:
+        def tag(run_id: str) -> None:
+            if index == 0:
+                self.root = run_id
+            entry: dict[str, Any] = {"root": self.root, "index": index, "builds": list(builds)}
+            if index == 0:
+                entry["settings"] = settings_json(self.settings)
+            self.store.runs.set_plan_entry(run_id, ENTRY, entry)
+            self.say(f"run {run_id}" + (" (the bisection's id)" if index == 0 else ""))
+
+        return tag
+
+    def _looked(self, run_id: str, seconds: float) -> None:
+        """Keep the node time so far in the run's entry: a resumed run goes on counting."""
+        entry = self.store.runs.plan(run_id).get(ENTRY, {})
+        self.store.runs.set_plan_entry(run_id, ENTRY, {**entry, "wall_s": seconds})
+
+    def _resumed(self, index: int) -> tuple[str | None, float]:
+        """The undecided run of measurement ``index`` and the node time it had spent."""
+        run = pending_run(self.store, self.root, index) if self.root else None
+        if run is None:
+            return None, 0.0
+        spent = self.store.runs.plan(run).get(ENTRY, {}).get("wall_s", 0.0)
+        return run, float(spent) if isinstance(spent, int | float) else 0.0
+
+    def _record(self, rec: StepRecord) -> StepRecord:
+        entry = self.store.runs.plan(rec.run_id).get(ENTRY, {})
+        self.store.runs.set_plan_entry(rec.run_id, ENTRY, {**entry, "record": rec.to_json()})
+        return rec
+
+    def _place(self, names: Sequence[str]) -> None:
+        self.builder.place([self.settings.build(n) for n in names], self.say)
+
+    def _confirm(self) -> StepRecord:
+        good, bad = self.settings.names[0], self.settings.names[-1]
+        self.say(f"confirming the ends: {bad} (bad) against {good} (good)")
+        self._place([good, bad])
+        plan = measure_plan(self.setup, [("good", good), ("bad", bad)], self.settings.seed)
+        run_id, spent = self._resumed(0)
+        found, m = measure(
+            plan,
+            self.setup,
+            self.store,
+            confirm_at(self.setup),
+            say=self.say,
+            started=self._started(0, (good, bad)),
+            run_id=run_id,
+            kit=self.kit,
+            spent=spent,
+            looked=self._looked,
+        )
+        ci = found.slowdown_ci or (math.nan, math.nan)
+        span = Span.of(found.slowdown_pct, ci[0], ci[1])
+        self.say(f"ends: {found.verdict}: {bad} vs {good} {span.text()} ({m.blocks} blocks)")
+        rec = StepRecord(
+            0, m.run_id, (good, bad), found.verdict, (("bad vs good", span),), m.blocks,
+            m.looks, m.wall_s, found.look_confidence,
+        )  # fmt: skip
+        return self._record(rec)
+
+    def _step(self, index: int, low: str, mid: str, high: str) -> StepRecord:
+        self.say(f"step {index}: {mid} between {low} (good) and {high} (bad)")
+        self._place([low, mid, high])
+        arms = [("low", low), ("mid", mid), ("high", high)]
+        plan = measure_plan(self.setup, arms, self.settings.seed + index)
+        run_id, spent = self._resumed(index)
+        found, m = measure(
+            plan,
+            self.setup,
+            self.store,
+            step_at(self.setup),
+            say=self.say,
+            started=self._started(index, (low, mid, high)),
+            run_id=run_id,
+            kit=self.kit,
+            spent=spent,
+            looked=self._looked,
+        )
+        spans = (
+            ("mid vs low", Span.of(*(float(v) for v in found.low_mid_pct))),
+            ("high vs mid", Span.of(*(float(v) for v in found.mid_high_pct))),
+        )
+        outcome = OUTCOMES[int(found.outcome)]
+        self.say(
+            f"step {index}: {mid} is {outcome} ({spans[0][0]} {spans[0][1].text()}, "
+            f"{spans[1][0]} {spans[1][1].text()}; {m.blocks} blocks)"
+        )
+        rec = StepRecord(
+            index, m.run_id, (low, mid, high), outcome, spans, m.blocks, m.looks, m.wall_s,
+            found.level,
+        )  # fmt: skip
+        return self._record(rec)

@@ -1,0 +1,100 @@
+"""`abtest bisect`: which build of a range made pod start-up slower.
+
+Exit codes: 0 a first bad build named, 3 none named (the ends not confirmed, the slowdown spread
+or not placed at the cap), 4 could not measure, 2 usage."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from abtest.app.bisect import METRICS, BisectRequest, run_bisect
+from abtest.cli import options as o
+from abtest.cli.render import console, err_console, print_json
+from abtest.config import numbers as num
+from abtest.report.bisect import exit_code, summary_lines
+
+
+def bisect(
+    good: Annotated[
+        str | None, typer.Option("--good", help="The good build: v1.34.4, or v1.36.3.")
+    ] = None,
+    bad: Annotated[
+        str | None,
+        typer.Option("--bad", help="The bad build: v1.36.3, or v1.36.3+SERIES (its prefixes)."),
+    ] = None,
+    builds: Annotated[
+        str | None,
+        typer.Option(
+            "--builds", help="The ordered builds, good first, comma-separated (instead of a range)."
+        ),
+    ] = None,
+    playbook: o.Playbook = "lab-regression",
+    profile: o.Profiles = None,
+    metric: Annotated[
+        str, typer.Option("--metric", help=f"What decides: {' or '.join(METRICS)}.")
+    ] = "batch-ready",
+    size: Annotated[
+        int | None,
+        typer.Option(
+            "--size", callback=o.in_range(num.SIZE), help="Pods per batch; one of the playbook's."
+        ),
+    ] = None,
+    max_blocks: Annotated[
+        int | None,
+        typer.Option(
+            "--max-blocks",
+            callback=o.in_range(num.MAX_ROUNDS),
+            help="Cap on blocks per step (default: the playbook's max_rounds).",
+        ),
+    ] = None,
+    margin: Annotated[
+        float | None,
+        typer.Option("--margin", help="The ends must differ by more (percent); playbook's."),
+    ] = None,
+    seed: o.Seed = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="Go on with a stopped bisection (its first run's id)."),
+    ] = None,
+    accept_new_host_key: o.AcceptNewHostKey = False,
+    db: o.Db = None,
+    kubeconfig: o.Kubeconfig = None,
+    context: o.Context = None,
+    json_out: o.Json = False,
+) -> None:
+    """Find the first build of an ordered range (releases, a patch series' prefixes, or a
+    list) that made pod start-up slower.
+
+    The range: the final releases the Go module proxy serves from --good to --bad; the prefixes
+    of a patch series (--good v1.36.3 --bad v1.36.3+SERIES: v1.36.3, v1.36.3+SERIES.p1, ...); or
+    --builds. The ends are confirmed first with the regression gate (bad slower than good beyond
+    the margin); then each step builds and places the middle build, measures it against the two
+    ends in randomized blocks, adding blocks until one half is shown slower (up to --max-blocks).
+    Every step is a stored run; --resume FIRST_RUN goes on; `abtest report FIRST_RUN` renders it.
+    The node's own kubelet is put back on every exit path."""
+    request = BisectRequest(
+        good=good,
+        bad=bad,
+        builds=tuple(b.strip() for b in (builds or "").split(",") if b.strip()),
+        playbook=playbook,
+        profiles=tuple(profile or ("lab",)),
+        metric=metric,
+        size=size,
+        max_blocks=max_blocks,
+        margin_pct=margin,
+        seed=seed,
+        resume=resume,
+        accept_new_host_key=accept_new_host_key,
+        kubeconfig=kubeconfig,
+        context=context,
+        db=db,
+    )
+    model = run_bisect(request, say=lambda m: err_console.print(m, highlight=False))
+    if json_out:
+        print_json(model.to_dict())
+    else:
+        for line in summary_lines(model):
+            console.print(line, highlight=False, soft_wrap=True)
+    raise typer.Exit(exit_code(model))
