@@ -293,7 +293,7 @@ def mechanisms_table(model: ReportModel) -> Table | None:
             "Whether each gate's mechanism engaged and how much it did, whatever the batch time "
             "did: the round's counter delta divided by its pods, the median over the arm's "
             "analysed rounds (kubelet-patches/agc/README.md says what each counts). An arm on "
-            "a build without the counters has a dash. Descriptive, no intervals."
+            "a build without the counters has no column. Descriptive, no intervals."
         ],
     )
 

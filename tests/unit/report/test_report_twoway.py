@@ -305,7 +305,7 @@ def test_key_results_name_a_resolved_mechanism_when_the_batch_time_is_not(
     assert w.resolved, "the fixture's phases move with the arm"
     unclear = dataclasses.replace(model, time_went=(dataclasses.replace(w, clear=False),))
     (line,) = time_went_headlines(unclear)
-    top, p_holm = w.resolved[0]
+    top, _ = w.resolved[0]
     assert line.startswith(
         "+speedups at 50 pods, where the time went (batch ready time not resolved): "
     )

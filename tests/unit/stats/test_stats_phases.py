@@ -272,4 +272,5 @@ def test_no_mechanism_is_named_when_nothing_moved_in_most_runs() -> None:
         rounds = _rounds(pods)
         w = where_time_went(rounds, pod_phases(pods), baseline="baseline")[0]
         named += bool(w.resolved)
-    assert named <= 0.05 * runs + 3  # 5 % of 60 plus binomial slack (P(X > 6) is 3 % at exactly 5 %)
+    # 5 % of 60 plus binomial slack (P(X > 6) is 3 % at exactly 5 %)
+    assert named <= 0.05 * runs + 3
