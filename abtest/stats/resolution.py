@@ -13,7 +13,8 @@ What is done (``tests/unit/stats/test_coarse_calibration.py`` measures it):
   allowed: ``v - min(v)`` are whole multiples), 0 when none or when it is finer than 1 % of the
   values (milliseconds on seconds are continuous for this purpose); failing that, a step of
   ``TICKS`` (1 s and up) nine in ten values lie within 5 % of, over two or more grid points
-  (whole seconds plus a watch's milliseconds: a batch ending on the 1 s relist);
+  and six values or more (whole seconds plus a watch's milliseconds: a batch ending on the 1 s
+  relist);
 - rounding to a step ``q`` adds to each value an error of variance ``q^2 / 12`` when the values
   spread over several steps (Sheppard; Widrow's quantization theorem). A block's contrast
   ``sum c_a x_ab`` therefore varies by at least ``sqrt(sum c_a^2 q^2 / 12)`` (``x_ab`` replaced
@@ -49,7 +50,7 @@ MIN_RELATIVE_STEP = 0.01
 TICKS = (10.0, 5.0, 2.0, 1.0)
 NEAR = 0.05
 NEAR_SHARE = 0.9
-NEAR_MIN_VALUES = 4
+NEAR_MIN_VALUES = 6
 _ON_GRID = 1e-6  # relative tolerance: a value's binary representation, not a real offset
 
 

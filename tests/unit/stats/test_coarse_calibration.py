@@ -148,13 +148,14 @@ def test_whole_seconds_with_jitter_are_on_a_grid_for_the_gate() -> None:
 @pytest.mark.parametrize(
     ("values", "step"),
     [
-        ([5.01, 6.02, 5.99, 6.0], 1.0),  # ms on whole seconds: near the 1 s grid
-        ([5.012, 6.021, 5.993, 12.03, 2.99], 1.0),
+        ([5.01, 6.02, 5.99, 6.0, 6.01, 5.0], 1.0),  # ms on whole seconds: near the 1 s grid
+        ([5.012, 6.021, 5.993, 12.03, 2.99, 6.0], 1.0),
         ([5.0, 6.0, 5.0, 6.0], 1.0),  # exactly on it
         ([5.3, 6.1, 5.9, 6.0], 0.1),  # exact tenths
-        ([5.01, 5.02, 4.99, 5.0], 0.0),  # near one grid point only: no evidence of a grid
-        ([5.012, 6.021, 5.993], 0.0),  # too few values to allow jitter
-        ([5.21, 6.02, 5.99, 6.0], 0.0),  # one value 0.2 s off
+        ([5.01, 5.02, 4.99, 5.0, 5.0, 5.01], 0.0),  # near one grid point only: no grid shown
+        ([5.012, 6.021, 5.993, 6.0, 5.01], 0.0),  # too few values to allow jitter
+        ([2.0137, 4.0291, 2.0137, 4.0291], 0.0),  # near a 2 s grid, but only 4 values
+        ([5.21, 6.02, 5.99, 6.0, 6.01, 5.0], 0.0),  # one value in 6 is 0.2 s off
     ],
 )
 def test_grid_step_finds_ticks_with_jitter(values: list[float], step: float) -> None:
