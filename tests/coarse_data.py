@@ -59,20 +59,25 @@ def history(
     mode: str = "whole",
 ) -> pd.DataFrame:
     """A node's earlier runs of such rounds, in the frame ``noise_from_history`` and
-    ``round_model`` take: ``runs`` runs of ``blocks`` blocks of ``arms`` arms at 10 pods, each
-    arm with its own real effect (log SD ``arm_sd``), metric ``m``."""
+    ``round_model`` take: ``runs`` runs of ``blocks`` blocks of ``arms`` arms at 10 pods, the
+    arm "baseline" at ``base`` and each other with its own real effect (log SD ``arm_sd``, the
+    same in every run: the same gates), metric ``m``."""
     shape = (runs, blocks, arms)
+    effects = rng.normal(0.0, arm_sd, (1, 1, arms))
+    effects[..., 0] = 0.0  # arm 0, "baseline", is the rounds of ``rounds``' reference
     logs = (
         np.log(base)
-        + rng.normal(0.0, arm_sd, (runs, 1, arms))
+        + effects
         + rng.normal(0.0, drift, (runs, blocks, 1))
         + rng.normal(0.0, noise, shape)
     )
     values = observe(rng, np.exp(logs), mode)
     r, b, a = np.meshgrid(range(runs), range(blocks), range(arms), indexing="ij")
+    names = np.array(["baseline", *(f"arm{i}" for i in range(1, arms))])
     return pd.DataFrame(
-        {"group": r.ravel(), "block": b.ravel(), "arm": a.ravel(), "size": 10, "m": values.ravel()}
-    )
+        {"group": r.ravel(), "block": b.ravel(), "arm": names[a.ravel()], "size": 10,
+         "m": values.ravel()}
+    )  # fmt: skip
 
 
 def observe(rng: np.random.Generator, work: FloatArray, mode: str) -> FloatArray:

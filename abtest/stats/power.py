@@ -36,7 +36,7 @@ from scipy import stats as sps
 
 from abtest.errors import UserError
 from abtest.stats.compare import Comparison
-from abtest.stats.intervals import FloatArray, check_confidence
+from abtest.stats.intervals import check_confidence
 
 POWER = 0.80
 # Stated default when the node has no usable history: a paired log-ratio SD of 0.10, i.e.
@@ -184,8 +184,8 @@ def noise_from_history(history: pd.DataFrame, *, metric: str, size: int) -> Nois
     out; with no residual degrees of freedom at all, the stated default is returned.
     """
     ss, df, n_rounds, n_runs = 0.0, 0, 0, 0
-    for values in paired_tables(history, metric=metric, size=size):
-        logs = np.log(values)
+    for table in paired_tables(history, metric=metric, size=size):
+        logs = np.log(table.to_numpy(dtype=np.float64))
         b, a = logs.shape
         resid = (
             logs - logs.mean(axis=1, keepdims=True) - logs.mean(axis=0, keepdims=True) + logs.mean()
@@ -208,7 +208,7 @@ def noise_from_history(history: pd.DataFrame, *, metric: str, size: int) -> Nois
     )
 
 
-def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[FloatArray]:
+def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[pd.DataFrame]:
     """Each run's rounds of ``metric`` at ``size`` as a (blocks x arms) table of raw values,
     complete blocks only (repeats in a cell averaged on the log scale); runs with fewer than
     2 such blocks or 2 arms carry no paired information and are left out."""
@@ -224,7 +224,8 @@ def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[Floa
             kept = cells.columns[cells.notna().sum() >= 2]
             complete = cells[kept].dropna(axis=0, how="any")
         if complete.shape[0] >= 2 and complete.shape[1] >= 2:
-            tables.append(np.exp(complete.to_numpy(dtype=np.float64)))
+            raw = np.exp(complete.to_numpy(dtype=np.float64))
+            tables.append(pd.DataFrame(raw, index=complete.index, columns=complete.columns))
     return tables
 
 

@@ -19,8 +19,8 @@ So a simulated round is built the way the data are made, from the node's own his
   shape of the node's noise kept: skew, a relist's wait); on a grid, a normal work noise whose
   SD is chosen so that the *rounded* rounds vary as much as the observed ones (the work's own
   spread, unseen under the grid; the rounding's share taken out);
-- the candidate's effect multiplies the work, and only then is the round put on the grid
-  (nearest point, the grid's offset kept) the data show (``grid_step``).
+- the candidate's effect multiplies the work, and only then does the round wait for its next
+  tick, on the grid the data show (``grid_step``: the step, and each round's phase against it).
 
 Pure and deterministic: the random draws are made once (``draws``) and reused for every effect
 and block count (common random numbers), so power grows smoothly with both.
@@ -46,9 +46,6 @@ IntArray = NDArray[np.int64]
 #: fewer rounds than this (or residual degrees of freedom) and the plan uses the normal model
 MIN_ROUNDS = 20
 MIN_DF = 10
-#: the phases of rounds against 1 s (|mean of exp(2 pi i phase)|) at least this concentrated
-#: make them tick-ended: a 0.1 s jitter gives 0.82, a random phase about 1 / sqrt(rounds)
-TICK_CONCENTRATION = 0.7
 _MATCH_ROUNDS = 64  # simulated rounds per history block when matching the work's SD
 _ON_TICK = 1e-9  # a work ending exactly on a tick (binary fractions) waits for no further one
 
@@ -59,7 +56,7 @@ class RoundModel:
 
     metric: str
     size: int
-    levels: FloatArray  # log level of the work of each history block (the wait taken out)
+    levels: FloatArray  # log level of each history block's baseline work (the wait taken out)
     residuals: FloatArray  # pooled residuals, each with a round's SD (continuous data)
     round_sd: float  # the observed SD of a round's log around its block and arm
     work_sd: float  # the SD of a round's log work under the grid (== round_sd when continuous)
@@ -67,11 +64,12 @@ class RoundModel:
     phases: FloatArray  # where a round starts against the tick (observed), one draw a round
     n_rounds: int
     n_runs: int
+    whose: str = "this node's"  # whose rounds they are, for the plan's wording
 
     @property
     def source(self) -> str:
         grid = f", ending on {self.tick:g} s ticks" if self.tick > 0 else ""
-        return f"this node's {self.n_rounds} rounds in {self.n_runs} run(s){grid}"
+        return f"{self.whose} {self.n_rounds} rounds in {self.n_runs} run(s){grid}"
 
 
 @dataclass(frozen=True)
@@ -85,10 +83,21 @@ class Draws:
     phase: IntArray  # (sims, blocks, arms) indices into phases
 
 
-def round_model(history: pd.DataFrame, *, metric: str, size: int) -> RoundModel | None:
+def round_model(
+    history: pd.DataFrame,
+    *,
+    metric: str,
+    size: int,
+    whose: str = "this node's",
+    level_arms: tuple[str, ...] = ("baseline",),
+) -> RoundModel | None:
     """The model of ``metric`` at ``size`` from the node's earlier runs (the frame
     ``noise_from_history`` takes); None with fewer than ``MIN_ROUNDS`` paired rounds or
-    ``MIN_DF`` residual degrees of freedom (then plan with the normal model, and say so)."""
+    ``MIN_DF`` residual degrees of freedom (then plan with the normal model, and say so).
+
+    A block's level is that of the first of ``level_arms`` the run has (the baseline or the
+    reference: the arm a comparison is made against; on ticks where a level sits decides
+    much), else the mean of its arms."""
     tables = paired_tables(history, metric=metric, size=size)
     n_rounds = sum(t.size for t in tables)
     df = sum((t.shape[0] - 1) * (t.shape[1] - 1) for t in tables)
@@ -96,44 +105,43 @@ def round_model(history: pd.DataFrame, *, metric: str, size: int) -> RoundModel 
         return None
     levels, residuals, ss = [], [], 0.0
     for table in tables:
-        logs = np.log(table)
+        logs = np.log(table.to_numpy(dtype=np.float64))
         b, a = logs.shape
-        resid = logs - logs.mean(axis=1, keepdims=True) - logs.mean(axis=0, keepdims=True)
-        resid += logs.mean()
+        arm_effect = logs.mean(axis=0) - logs.mean()
+        resid = logs - logs.mean(axis=1, keepdims=True) - arm_effect
         ss += float((resid**2).sum())
         # a cell's residual has variance sd^2 (a-1)(b-1)/(ab): scaled back to a round's
         residuals.append((resid * math.sqrt(a * b / ((a - 1) * (b - 1)))).ravel())
-        levels.append(logs.mean(axis=1))
-    tick, phases = find_ticks(np.concatenate([t.ravel() for t in tables]))
+        named = [list(table.columns).index(n) for n in level_arms if n in table.columns]
+        shift = float(arm_effect[named[0]]) if named else 0.0
+        levels.append(logs.mean(axis=1) + shift)
+    tick, phases = find_ticks(
+        np.concatenate([t.to_numpy(dtype=np.float64).ravel() for t in tables])
+    )
     round_sd = math.sqrt(ss / df)
     level_arr = np.concatenate(levels)
     shift, work_sd = _fit_work(level_arr, round_sd, tick, phases) if tick > 0 else (0.0, round_sd)
     level_arr = level_arr + shift
     return RoundModel(
         metric, size, level_arr, np.concatenate(residuals), round_sd, work_sd, tick, phases,
-        n_rounds, len(tables),
+        n_rounds, len(tables), whose,
     )  # fmt: skip
 
 
 def find_ticks(values: ArrayLike) -> tuple[float, FloatArray]:
-    """(tick, observed phases) of rounds that end on ticks, (0, []) for continuous ones.
-
-    On a grid (``grid_step``: whole seconds, tick-aligned batches) the tick is the step and
-    the one phase its offset. Off a grid but within about a tenth of a second of whole seconds
-    over at least two of them (a relist-shaped batch that starts in step with the relist: whole
-    seconds and a little jitter) the tick is 1 s and the phases are the observed ones. Rounds
-    that start at a random phase of the tick look continuous and are taken as such."""
-    values = np.asarray(values, dtype=np.float64)
-    step = float(grid_step(values))
-    if step > 0:
-        return step, np.array([-np.min(values) % step], dtype=np.float64)
-    phases = -values % 1.0
-    concentration = abs(np.mean(np.exp(2j * np.pi * phases)))
-    centre = np.angle(np.mean(np.exp(2j * np.pi * phases))) / (2 * np.pi)
-    seconds = np.unique(np.round(values + centre))
-    if concentration >= TICK_CONCENTRATION and seconds.size >= 2:
-        return 1.0, np.asarray(phases, dtype=np.float64)
-    return 0.0, np.zeros(0)
+    """(tick, observed phases) of rounds that end on ticks, (0, []) for continuous ones: the
+    grid the analysis finds (``grid_step``: whole seconds, tick-aligned batches, and those
+    with a watch's milliseconds of jitter). On an exact grid the one phase is its offset; near
+    one, each round's own (the jitter kept). Rounds that start at a random phase of the tick
+    look continuous, to the analysis too, and are taken as such."""
+    v = np.asarray(values, dtype=np.float64)
+    step = float(grid_step(v))
+    if step <= 0:
+        return 0.0, np.zeros(0)
+    shifted = (v - v.min()) / step
+    if np.allclose(shifted, np.round(shifted), rtol=0.0, atol=1e-6):
+        return step, np.array([-v.min() % step], dtype=np.float64)
+    return step, np.asarray(-v % step, dtype=np.float64)
 
 
 def draws(model: RoundModel, sims: int, blocks: int, seed: int, arms: int = 2) -> Draws:
