@@ -76,7 +76,8 @@ def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) 
     history, node_seconds = _history_and_time(req, sizes, first, cap)
     noises = tuple(_noise(history, m, s) for s in sizes for m in metrics)
     whose = "the pilot's" if req.rounds.given else "this node's"
-    models = tuple(_model(history, n.metric, n.size, whose) for n in noises)
+    level = tuple(a for a in (req.reference, "baseline") if a)
+    models = tuple(_model(history, n.metric, n.size, whose, level) for n in noises)
     for n, model in zip(noises, models, strict=True):
         how = model.source if model else "normal model"
         say(
@@ -117,11 +118,14 @@ def _noise(history: pd.DataFrame | None, metric: str, size: int) -> Noise:
     return noise_from_history(history, metric=metric, size=size)
 
 
-def _model(history: pd.DataFrame | None, metric: str, size: int, whose: str) -> RoundModel | None:
-    """The node's (or the pilot's) rounds to simulate the gate from; None: too few of them."""
+def _model(
+    history: pd.DataFrame | None, metric: str, size: int, whose: str, level: tuple[str, ...]
+) -> RoundModel | None:
+    """The node's (or the pilot's) rounds to simulate the gate from, at the level of the first
+    of ``level`` a run has (the reference, a sweep's baseline); None: too few of them."""
     if history is None or history.empty or metric not in history.columns:
         return None
-    return round_model(history, metric=metric, size=size, whose=whose)
+    return round_model(history, metric=metric, size=size, whose=whose, level_arms=level)
 
 
 def _history_and_time(
