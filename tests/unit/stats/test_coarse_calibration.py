@@ -138,11 +138,39 @@ def test_whole_seconds_with_jitter_are_on_a_grid_for_the_gate() -> None:
     of gates; found near their 1 s grid they keep alpha / 2 (the table above)."""
     cells = rounds(np.random.default_rng(509), sims=SIMS, blocks=9, truth_pct=[5.0, 5.0],
                    decisions=2, mode="tickish")  # fmt: skip
+    hinge = rounds(np.random.default_rng(609), sims=SIMS, blocks=9, truth_pct=[5.0, -15.0],
+                   decisions=2, mode="tickish")  # fmt: skip
     plain = gate_codes(cells, LAB_LOOKS, 0.95, 5.0, resolution_aware=False)
     aware = gate_codes(cells, LAB_LOOKS, 0.95, 5.0)
+    plain_pass = max(
+        float(np.mean(plain == 0)),
+        float(np.mean(gate_codes(hinge, LAB_LOOKS, 0.95, 5.0, resolution_aware=False) == 0)),
+    )
     print(f"whole-second-ish, looks 3/6/9: plain t wrong FAIL {np.mean(plain == 2):.2%}, "
-          f"resolution-aware {np.mean(aware == 2):.2%}")  # fmt: skip
-    assert np.mean(plain == 2) > 0.025 >= np.mean(aware == 2)
+          f"wrong PASS {plain_pass:.2%}; resolution-aware wrong FAIL "
+          f"{np.mean(aware == 2):.2%}")  # fmt: skip
+    assert np.mean(plain == 2) > 0.025 >= np.mean(aware == 2) and plain_pass > 0.025
+
+
+def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
+    """Measured, not hidden (docs/statistics.md): when every round of a comparison sits within
+    milliseconds of one tick, its values show no grid and get the plain t on the jitter alone.
+    At low work noise that is common, and a candidate at the margin wrongly PASSes the
+    lab-regression gate far more than alpha / 2 (0.88 % at 8 % noise, 12.1 % at 3.5 %, 23.4 %
+    at 2 %)."""
+    rates = []
+    for noise in (0.08, 0.035, 0.02):
+        kw = {"sims": SIMS, "blocks": 9, "decisions": 2, "mode": "tickish", "noise": noise,
+              "rho": 0.0}  # fmt: skip
+        at = rounds(np.random.default_rng(500), truth_pct=[5.0, 5.0], **kw)
+        hinge = rounds(np.random.default_rng(600), truth_pct=[5.0, -15.0], **kw)
+        wrong = max(
+            float(np.mean(gate_codes(at, LAB_LOOKS, 0.95, 5.0) == 0)),
+            float(np.mean(gate_codes(hinge, LAB_LOOKS, 0.95, 5.0) == 0)),
+        )
+        print(f"whole-second-ish at {noise:.1%} noise, looks 3/6/9: wrong PASS {wrong:.2%}")
+        rates.append(wrong)
+    assert rates[0] <= 0.025 < 0.10 < rates[1] < rates[2]
 
 
 @pytest.mark.parametrize(
