@@ -160,10 +160,11 @@ def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
     at 2 %)."""
     rates = []
     for noise in (0.08, 0.035, 0.02):
-        kw = {"sims": SIMS, "blocks": 9, "decisions": 2, "mode": "tickish", "noise": noise,
-              "rho": 0.0}  # fmt: skip
-        at = rounds(np.random.default_rng(500), truth_pct=[5.0, 5.0], **kw)
-        hinge = rounds(np.random.default_rng(600), truth_pct=[5.0, -15.0], **kw)
+        at, hinge = (
+            rounds(np.random.default_rng(seed), sims=SIMS, blocks=9, truth_pct=truth,
+                   decisions=2, mode="tickish", noise=noise, rho=0.0)
+            for seed, truth in ((500, [5.0, 5.0]), (600, [5.0, -15.0]))
+        )  # fmt: skip
         wrong = max(
             float(np.mean(gate_codes(at, LAB_LOOKS, 0.95, 5.0) == 0)),
             float(np.mean(gate_codes(hinge, LAB_LOOKS, 0.95, 5.0) == 0)),
