@@ -78,8 +78,8 @@ def test_planned_power_is_the_analysis_power_within_5_points(mode: str, noise: f
     for b in BLOCKS:
         actual = _simulated(mode, b, 700 + 10 * b, noise)
         print(f"{mode} {noise:.0%} noise, {b} blocks: planned {planned[b][0]:.1%} / "
-              f"{planned[b][1]:.1%}, simulated {actual[0]:.1%} / {actual[1]:.1%} (slower / faster); "
-              f"normal model {normal[b]:.1%}")  # fmt: skip
+              f"{planned[b][1]:.1%}, simulated {actual[0]:.1%} / {actual[1]:.1%} "
+              f"(slower / faster); normal model {normal[b]:.1%}")  # fmt: skip
         assert abs(planned[b][0] - actual[0]) <= 0.05
         assert abs(planned[b][1] - actual[1]) <= 0.05
 
