@@ -4,7 +4,9 @@ cannot reach the target, the cap or margin that would (``abtest.stats.gate_plan`
 
 Noise comes from the node's earlier runs in the results database (live: the profile's node),
 from a pilot (the rounds file given with --csv/--kube-burner/--clusterloader2), or the stated
-default; one per (size, metric) decision. Touches no node."""
+default; one per (size, metric) decision. With 20 paired rounds of a decision the gate is
+simulated from those rounds (``abtest.stats.round_model``), else from a normal model of their
+noise. Touches no node."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from abtest.config.playbook import load_playbook
 from abtest.engine.gate_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
-from abtest.stats.gate_plan import TARGET, GatePlan, plan_gate
+from abtest.stats.gate_plan import LARGEST_CAP, NODE_LARGEST_CAP, TARGET, GatePlan, plan_gate
 from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
 from abtest.stats.resolution import grid_step
+from abtest.stats.round_model import RoundModel, round_model
 from abtest.store.db import Store
 
 
@@ -49,6 +52,7 @@ class GatePlanReport:
             "node_seconds_first_look": self.node_seconds_first_look,
             "node_seconds_cap": self.node_seconds_cap,
             "coarse": list(self.coarse),
+            "rates_from": list(p.models),
             "noise": [
                 {
                     "metric": n.metric,
@@ -71,8 +75,15 @@ def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) 
     sizes = list(req.sizes or pb.sizes)
     history, node_seconds = _history_and_time(req, sizes, first, cap)
     noises = tuple(_noise(history, m, s) for s in sizes for m in metrics)
-    for n in noises:
-        say(f"noise of {n.metric} at {n.size} pods: paired log SD {n.sd_log_diff:.3f} ({n.source})")
+    whose = "the pilot's" if req.rounds.given else "this node's"
+    level = tuple(a for a in (req.reference, "baseline") if a)
+    models = tuple(_model(history, n.metric, n.size, whose, level) for n in noises)
+    for n, model in zip(noises, models, strict=True):
+        how = model.source if model else "normal model"
+        say(
+            f"noise of {n.metric} at {n.size} pods: paired log SD {n.sd_log_diff:.3f} "
+            f"({n.source}); rates from {how}"
+        )
     plan = plan_gate(
         [n.sd_log_diff for n in noises],
         first_look=first,
@@ -80,6 +91,7 @@ def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) 
         margin_pct=margin,
         confidence=confidence,
         target=TARGET,
+        models=models,
     )
     return GatePlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
 
@@ -104,6 +116,16 @@ def _noise(history: pd.DataFrame | None, metric: str, size: int) -> Noise:
     if history is None or history.empty or metric not in history.columns:
         return default_noise(metric, size, "no earlier paired rounds of it")
     return noise_from_history(history, metric=metric, size=size)
+
+
+def _model(
+    history: pd.DataFrame | None, metric: str, size: int, whose: str, level: tuple[str, ...]
+) -> RoundModel | None:
+    """The node's (or the pilot's) rounds to simulate the gate from, at the level of the first
+    of ``level`` a run has (the reference, a sweep's baseline); None: too few of them."""
+    if history is None or history.empty or metric not in history.columns:
+        return None
+    return round_model(history, metric=metric, size=size, whose=whose, level_arms=level)
 
 
 def _history_and_time(
@@ -162,11 +184,19 @@ def describe_plan(r: GatePlanReport) -> str:
             f"  node time: {r.node_seconds_first_look / 60:.0f} min to the first look, "
             f"{r.node_seconds_cap / 60:.0f} min at the cap"
         )
-    if r.coarse:
+    if p.from_rounds:
+        each = "; ".join(
+            f"{n.metric} at {n.size} pods: {m}" for n, m in zip(r.noises, p.models, strict=True)
+        )
         lines.append(
-            f"  coarse data: {', '.join(r.coarse)}; these rates assume near-normal noise and "
-            "over-promise the FAIL rate on such data (by up to 14 points in the cases "
-            "measured, docs/statistics.md)"
+            f"  rates from the gate's own rule on simulated rounds ({each}; an effect on the "
+            "work before the wait to any tick they end on)"
+        )
+    if r.coarse and (not p.models or "normal model" in p.models):
+        lines.append(
+            f"  coarse data: {', '.join(r.coarse)}; the normal model's rates assume near-normal "
+            "noise and over-promise the FAIL rate on such data (by up to 14 points in the cases "
+            "measured, docs/statistics.md); 20 paired rounds of history replace it"
         )
     if not p.reaches:
         fixes = []
@@ -174,7 +204,12 @@ def describe_plan(r: GatePlanReport) -> str:
             fixes.append(f"--max-rounds {p.cap_that_would}")
         if p.margin_that_would is not None:
             fixes.append(f"--margin {p.margin_that_would:g}")
-        would = " or ".join(fixes) if fixes else "no cap up to 200 blocks nor a margin up to 50 %"
+        largest = NODE_LARGEST_CAP if p.from_rounds else LARGEST_CAP
+        would = (
+            " or ".join(fixes)
+            if fixes
+            else f"no cap up to {largest} blocks nor a margin up to 50 %"
+        )
         lines.append(
             f"  this cap cannot reach {p.target:.0%} for both: {would} would (or less noise: "
             "a larger size, a quieter node)"

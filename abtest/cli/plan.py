@@ -1,6 +1,7 @@
 """`abtest plan`: what a sweep would do — arms, block schedule, restarts, duration — and what
 it can detect: the minimum detectable effect at the planned blocks and, with --detect, the
-blocks a target change needs (noise from the node's earlier runs, else a stated default)."""
+blocks a target change needs: simulated from the node's earlier rounds when it has enough,
+else a normal model with their noise or a stated default."""
 
 from __future__ import annotations
 
@@ -131,22 +132,35 @@ def _arm_settings(arm: Arm) -> str:
 def _print_power(rows: list[PowerRow], confidence: float) -> None:
     level = f"{confidence * 100:g}"
     asked = rows[0].detect_pct if rows else None
-    columns = ["metric", "pods", "log SD", "from", f"MDE, {rows[0].blocks} blocks"]
+    columns = ["metric", "pods", "log SD", "power from", f"MDE, {rows[0].blocks} blocks"]
     if asked is not None:
-        columns.append(f"blocks for {asked:g} %")
+        columns += [f"power for {asked:g} %", f"blocks for {asked:g} %"]
     table = []
     for r in rows:
-        source = f"{r.noise.n_rounds} rounds" if r.noise.from_history else "default"
-        row = [r.metric, str(r.size), f"{r.noise.sd_log_diff:.4f}", source, f"{r.mde_pct:.1f} %"]
+        mde = f"{r.mde_pct:.1f} %" if r.mde_pct != float("inf") else f"> {r.mde_cap:g} %"
+        row = [r.metric, str(r.size), f"{r.noise.sd_log_diff:.4f}", r.model, mde]
         if asked is not None:
-            row.append(str(r.blocks_needed) if r.blocks_needed else "> 10000")
+            row.append("-" if r.power_at_detect is None else f"{r.power_at_detect:.0%}")
+            row.append(str(r.blocks_needed) if r.blocks_needed else f"> {r.blocks_cap}")
         table.append(row)
     print_table("what each comparison vs baseline can detect", columns, table)
     console.print(
         f"MDE: the smallest change (either way) each arm-vs-baseline comparison detects with "
-        f"80 % power, i.e. its {level} % interval excludes 0 in 80 % of runs (paired t on "
-        "per-block log ratios, power from the noncentral t; Holm across arms not included)."
+        f"80 % power, i.e. its {level} % interval excludes 0 in 80 % of runs; Holm across arms "
+        "not included."
     )
+    if any(r.simulated for r in rows):
+        console.print(
+            "from this node's rounds: 1000 experiments simulated from its earlier rounds (the "
+            "effect on the work before any 1 s tick the rounds end on) and counted through the "
+            "report's own interval, as the lab's whole-second data need"
+        )
+    if any(not r.simulated for r in rows):
+        console.print(
+            "normal model: paired t on per-block log ratios, power from the noncentral t; it "
+            "over-promises on whole-second or relist-shaped rounds (docs/statistics.md); a "
+            "history of 20 paired rounds at a size replaces it"
+        )
     for source in dict.fromkeys(r.noise.source for r in rows if r.noise.from_history):
         console.print(
             f"noise: paired log SD per metric and size from {source.removeprefix('history: ')}"

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # numpy/scipy/pandas load only when power is planned (`gates 
     import pandas as pd
 
     from abtest.stats.power import Noise
+    from abtest.stats.round_model import RoundModel
 
 # Used when the results database has nothing measured on this node yet (stated in the plan).
 DEFAULT_RESTART_S = 20.0
@@ -311,6 +312,11 @@ class PowerRow:
     mde_pct: float  # a change this large (either way) is detected with `power`
     detect_pct: float | None  # the change asked for with --detect
     blocks_needed: int | None  # for detect_pct; None when not asked or out of reach
+    power_at_detect: float | None = None  # detect_pct's power at `blocks` (either way)
+    model: str = "normal model"  # "this node's N rounds ..." when simulated from them
+    simulated: bool = False  # from the node's rounds through the analysis (issue 37 §4)
+    blocks_cap: int = 10_000  # blocks_needed is None beyond this many
+    mde_cap: float = 100.0  # mde_pct is inf when no change up to this is detected
 
 
 def power_plan(
@@ -323,27 +329,68 @@ def power_plan(
     metrics: tuple[str, ...] = POWER_METRICS,
 ) -> list[PowerRow]:
     """MDE of every arm-vs-baseline comparison at the plan's block count, and with
-    ``detect_pct`` the blocks that change needs; noise from ``history`` (the node's earlier
-    runs, ``experiment.history.noise_history``) or the stated default."""
-    from abtest.stats.power import blocks_needed, default_noise, detectable, noise_from_history
+    ``detect_pct`` its power there and the blocks it needs: simulated from the node's own
+    rounds (``history``, ``experiment.history.noise_history``) when it has enough of them
+    (``abtest.stats.round_model``), else the normal model with its noise or the default."""
+    from abtest.stats.power import default_noise, noise_from_history
+    from abtest.stats.round_model import round_model
 
     rows = []
     for metric in metrics:
         for size in plan.schedule.sizes:
             if history is None or history.empty:
                 noise = default_noise(metric, size, "no earlier runs on this node")
+                model = None
             else:
                 noise = noise_from_history(history, metric=metric, size=size)
+                model = round_model(history, metric=metric, size=size)
             # the pooled comparison pairs (node, block): every node adds its blocks
             blocks = plan.playbook.rounds * len(plan.profiles)
-            found = detectable(noise.sd_log_diff, blocks, confidence, power)
-            needed = (
-                blocks_needed(noise.sd_log_diff, detect_pct, confidence, power)
-                if detect_pct is not None
-                else None
-            )
-            rows.append(PowerRow(metric, size, noise, blocks, found.mde_pct, detect_pct, needed))
+            if model is not None:
+                rows.append(_simulated_row(model, noise, blocks, confidence, power, detect_pct))
+            else:
+                rows.append(_normal_row(noise, blocks, confidence, power, detect_pct))
     return rows
+
+
+def _simulated_row(
+    model: RoundModel,
+    noise: Noise,
+    blocks: int,
+    confidence: float,
+    power: float,
+    detect_pct: float | None,
+) -> PowerRow:
+    from abtest.stats.power_sim import MAX_MDE_PCT, MAX_SIM_BLOCKS, plan_from_rounds
+
+    sim = plan_from_rounds(model, blocks, confidence, detect_pct, power)
+    return PowerRow(
+        model.metric, model.size, noise, blocks, sim.mde_pct, detect_pct, sim.blocks_needed,
+        sim.power_at, model.source, True, MAX_SIM_BLOCKS, MAX_MDE_PCT,
+    )  # fmt: skip
+
+
+def _normal_row(
+    noise: Noise, blocks: int, confidence: float, power: float, detect_pct: float | None
+) -> PowerRow:
+    from abtest.stats.power import (
+        MAX_BLOCKS,
+        blocks_needed,
+        detectable,
+        log_of_pct,
+        paired_power,
+    )
+
+    found = detectable(noise.sd_log_diff, blocks, confidence, power)
+    needed = power_at = None
+    if detect_pct is not None:
+        needed = blocks_needed(noise.sd_log_diff, detect_pct, confidence, power)
+        power_at = paired_power(log_of_pct(detect_pct), noise.sd_log_diff, blocks, confidence)
+    why = "normal model" if noise.from_history else "normal model, default noise"
+    return PowerRow(
+        noise.metric, noise.size, noise, blocks, found.mde_pct, detect_pct, needed, power_at,
+        why, False, MAX_BLOCKS,
+    )  # fmt: skip
 
 
 def parse_percent(text: str, flag: str) -> float:

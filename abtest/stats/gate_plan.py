@@ -17,18 +17,23 @@ unchanged one is below it. Both rates come out alike; the plan prints both.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from abtest.stats.gate_sim import gate_outcome
 from abtest.stats.intervals import FloatArray
+from abtest.stats.round_model import Draws, RoundModel, draws, simulate
 
 TARGET = 0.80
 SIMULATIONS = 4_000
 #: caps the plan tries when the asked one cannot reach the target: up to this many blocks
 LARGEST_CAP = 200
+#: the same from the node's rounds (each look searches the rounds for a grid, as the gate does:
+#: a search to 200 blocks would take the plan past a few seconds)
+NODE_LARGEST_CAP = 60
+NODE_SEARCH_SIMULATIONS = 500
 #: the searches for a cap or a margin that would reach the target use this many of the
 #: simulations (a suggestion to +-1.5 points is enough; the rates printed use all of them)
 SEARCH_SIMULATIONS = 1_000
@@ -46,6 +51,11 @@ class GatePlan:
     target: float
     cap_that_would: int | None  # the smallest cap (same first look) reaching the target
     margin_that_would: float | None  # the smallest margin reaching it with this cap
+    models: tuple[str, ...] = ()  # per decision: "this node's N rounds ..." or "normal model"
+
+    @property
+    def from_rounds(self) -> bool:
+        return any(m != "normal model" for m in self.models)
 
     @property
     def reaches(self) -> bool:
@@ -60,20 +70,65 @@ def look_blocks(first: int, cap: int) -> tuple[int, ...]:
     return tuple(sorted(set(looks)))
 
 
+#: (truth on the log scale, blocks) -> raw times (sims, decisions, blocks, 2), reference first
+CellMaker = Callable[[float, int], FloatArray]
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """Where the simulated gates' rounds come from: normal per-block log ratios with each
+    decision's SD, or, for a decision with a ``RoundModel``, the node's own rounds."""
+
+    sds: tuple[float, ...]
+    models: tuple[RoundModel | None, ...]
+    normals: FloatArray  # (sims, decisions, largest)
+    node_draws: tuple[Draws | None, ...]
+
+    @property
+    def on_ticks(self) -> bool:
+        """Whether any decision's rounds end on ticks (then the gate's grid search matters)."""
+        return any(m is not None and m.tick > 0 for m in self.models)
+
+    def head(self, sims: int) -> CellMaker:
+        def cells(truth: float, blocks: int) -> FloatArray:
+            out = []
+            for i, (sd, model) in enumerate(zip(self.sds, self.models, strict=True)):
+                d = self.node_draws[i]
+                if model is None or d is None:
+                    ratios = np.exp(truth + sd * self.normals[:sims, i, :blocks])
+                    out.append(np.stack([np.ones_like(ratios), ratios], axis=-1))
+                else:
+                    out.append(simulate(model, d, np.array([0.0, truth]), blocks)[:sims])
+            return np.stack(out, axis=1)
+
+        return cells
+
+
+def _noise(
+    sds: Sequence[float], models: Sequence[RoundModel | None], sims: int, largest: int, seed: int
+) -> _Noise:
+    rng = np.random.default_rng(seed)
+    normals = rng.standard_normal((sims, len(sds), largest))
+    chosen = tuple(models) if models else (None,) * len(sds)
+    node = tuple(
+        None if m is None else draws(m, sims, largest, seed + 1 + i) for i, m in enumerate(chosen)
+    )
+    return _Noise(tuple(sds), chosen, normals, node)
+
+
 def _rates(
-    normals: FloatArray,
-    sds: Sequence[float],
+    cells: CellMaker,
     looks: Sequence[int],
     confidence: float,
     margin_pct: float,
+    on_ticks: bool = False,
 ) -> tuple[float, float, float]:
     """(P(PASS | unchanged), P(FAIL | 2 x margin), mean blocks when unchanged)."""
-    noise = normals[:, : len(sds), : looks[-1]] * np.asarray(sds)[None, :, None]
     out = []
     for truth, wanted in ((0.0, 0), (math.log1p(2.0 * margin_pct / 100.0), 2)):
-        ratios = np.exp(truth + noise)
-        cells = np.stack([np.ones_like(ratios), ratios], axis=-1)
-        codes, spent = gate_outcome(cells, looks, confidence, margin_pct, False)
+        codes, spent = gate_outcome(
+            cells(truth, looks[-1]), looks, confidence, margin_pct, on_ticks
+        )
         out.append((float(np.mean(codes == wanted)), float(spent.mean())))
     return out[0][0], out[1][0], out[0][1]
 
@@ -89,75 +144,65 @@ def plan_gate(
     simulations: int = SIMULATIONS,
     seed: int = 37,
     search: bool = True,
+    models: Sequence[RoundModel | None] = (),
 ) -> GatePlan:
     """The gate's two rates for these noises and looks, and, when they fall short of
-    ``target`` (and ``search``), the cap and the margin that would reach it."""
-    largest = max(cap, LARGEST_CAP)
-    rng = np.random.default_rng(seed)
-    normals = rng.standard_normal((simulations, len(sd_log_diffs), largest))
+    ``target`` (and ``search``), the cap and the margin that would reach it. A decision with a
+    model in ``models`` is simulated from the node's rounds, the others from a normal model."""
+    node = any(m is not None for m in models)
+    largest = max(cap, NODE_LARGEST_CAP if node else LARGEST_CAP)
+    noise = _noise(sd_log_diffs, models, simulations, largest, seed)
     looks = look_blocks(first_look, cap)
-    passed, failed, spent = _rates(normals, sd_log_diffs, looks, confidence, margin_pct)
+    passed, failed, spent = _rates(
+        noise.head(simulations), looks, confidence, margin_pct, noise.on_ticks
+    )
     cap_would = margin_would = None
     if search and min(passed, failed) < target:
-        few = normals[:SEARCH_SIMULATIONS]
-        cap_would = _cap_that_would(
-            few, sd_log_diffs, first_look, cap, largest, confidence, margin_pct, target
-        )
-        margin_would = _margin_that_would(few, sd_log_diffs, looks, confidence, target)
+        sims = NODE_SEARCH_SIMULATIONS if node else SEARCH_SIMULATIONS
+        few = _Search(noise.head(sims), confidence, target, noise.on_ticks)
+        cap_would = _cap_that_would(few, first_look, cap, largest, margin_pct)
+        margin_would = _margin_that_would(few, looks)
     return GatePlan(
         looks, margin_pct, confidence, tuple(sd_log_diffs), passed, failed, spent, target,
-        cap_would, margin_would,
+        cap_would, margin_would, tuple(m.source if m else "normal model" for m in noise.models),
     )  # fmt: skip
 
 
-def _reaches(
-    normals: FloatArray,
-    sds: Sequence[float],
-    looks: Sequence[int],
-    confidence: float,
-    margin: float,
-    target: float,
-) -> bool:
-    passed, failed, _ = _rates(normals, sds, looks, confidence, margin)
-    return min(passed, failed) >= target
+@dataclass(frozen=True)
+class _Search:
+    cells: CellMaker
+    confidence: float
+    target: float
+    on_ticks: bool
+
+    def reaches(self, looks: Sequence[int], margin: float) -> bool:
+        passed, failed, _ = _rates(self.cells, looks, self.confidence, margin, self.on_ticks)
+        return min(passed, failed) >= self.target
 
 
 def _cap_that_would(
-    normals: FloatArray,
-    sds: Sequence[float],
-    first: int,
-    cap: int,
-    largest: int,
-    confidence: float,
-    margin: float,
-    target: float,
+    search: _Search, first: int, cap: int, largest: int, margin: float
 ) -> int | None:
     """The smallest multiple of the first look above ``cap`` that reaches the target
     (bisection: the rates grow with the cap)."""
     lo, hi = cap // first, largest // first  # in looks; invariant: lo short, hi unknown
-    if not _reaches(normals, sds, look_blocks(first, hi * first), confidence, margin, target):
+    if not search.reaches(look_blocks(first, hi * first), margin):
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _reaches(normals, sds, look_blocks(first, mid * first), confidence, margin, target):
+        if search.reaches(look_blocks(first, mid * first), margin):
             hi = mid
         else:
             lo = mid
     return hi * first
 
 
-def _margin_that_would(
-    normals: FloatArray,
-    sds: Sequence[float],
-    looks: Sequence[int],
-    confidence: float,
-    target: float,
-) -> float | None:
+def _margin_that_would(search: _Search, looks: Sequence[int]) -> float | None:
     """The smallest margin (to the half percent, upwards) this cap reaches the target with."""
     lo, hi = 0.0, 50.0
-    if not _reaches(normals, sds, looks, confidence, hi, target):
+    if not search.reaches(looks, hi):
         return None
     while hi - lo > 0.25:
         mid = (lo + hi) / 2.0
-        lo, hi = (lo, mid) if _reaches(normals, sds, looks, confidence, mid, target) else (mid, hi)
+        lo, hi = (lo, mid) if search.reaches(looks, mid) else (mid, hi)
     return math.ceil(hi * 2.0) / 2.0

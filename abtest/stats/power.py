@@ -183,26 +183,12 @@ def noise_from_history(history: pd.DataFrame, *, metric: str, size: int) -> Nois
     it. Groups with fewer than 2 blocks or 2 arms carry no paired information and are left
     out; with no residual degrees of freedom at all, the stated default is returned.
     """
-    rows = history[(history["size"] == size) & history[metric].notna()]
-    rows = rows[rows[metric] > 0]
     ss, df, n_rounds, n_runs = 0.0, 0, 0, 0
-    for _, group in rows.groupby(GROUP, sort=False):
-        logs = group.assign(value=np.log(group[metric].to_numpy(dtype=np.float64)))
-        cells = logs.groupby(["block", "arm"])["value"].mean().unstack("arm")
-        complete = cells.dropna(axis=0, how="any")
-        # an arm missing from most blocks would empty the table: keep the arms of most blocks
-        if len(complete) < 2:
-            kept = cells.columns[cells.notna().sum() >= 2]
-            complete = cells[kept].dropna(axis=0, how="any")
-        b, a = complete.shape
-        if b < 2 or a < 2:
-            continue
-        values = complete.to_numpy(dtype=np.float64)
+    for table in paired_tables(history, metric=metric, size=size):
+        logs = np.log(table.to_numpy(dtype=np.float64))
+        b, a = logs.shape
         resid = (
-            values
-            - values.mean(axis=1, keepdims=True)
-            - values.mean(axis=0, keepdims=True)
-            + values.mean()
+            logs - logs.mean(axis=1, keepdims=True) - logs.mean(axis=0, keepdims=True) + logs.mean()
         )
         ss += float((resid**2).sum())
         df += (b - 1) * (a - 1)
@@ -220,6 +206,27 @@ def noise_from_history(history: pd.DataFrame, *, metric: str, size: int) -> Nois
         n_runs,
         f"history: {n_rounds} rounds in {n_runs} run(s), residual df {df}",
     )
+
+
+def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[pd.DataFrame]:
+    """Each run's rounds of ``metric`` at ``size`` as a (blocks x arms) table of raw values,
+    complete blocks only (repeats in a cell averaged on the log scale); runs with fewer than
+    2 such blocks or 2 arms carry no paired information and are left out."""
+    rows = history[(history["size"] == size) & history[metric].notna()]
+    rows = rows[rows[metric] > 0]
+    tables = []
+    for _, group in rows.groupby(GROUP, sort=False):
+        logs = group.assign(value=np.log(group[metric].to_numpy(dtype=np.float64)))
+        cells = logs.groupby(["block", "arm"])["value"].mean().unstack("arm")
+        complete = cells.dropna(axis=0, how="any")
+        # an arm missing from most blocks would empty the table: keep the arms of most blocks
+        if len(complete) < 2:
+            kept = cells.columns[cells.notna().sum() >= 2]
+            complete = cells[kept].dropna(axis=0, how="any")
+        if complete.shape[0] >= 2 and complete.shape[1] >= 2:
+            raw = np.exp(complete.to_numpy(dtype=np.float64))
+            tables.append(pd.DataFrame(raw, index=complete.index, columns=complete.columns))
+    return tables
 
 
 def achieved(c: Comparison, power: float = POWER) -> Detectable | None:

@@ -219,6 +219,9 @@ def test_plan_from_a_pilot_prints_both_rates_and_what_would_reach_the_target(
     doc = json.loads(_regress(*args, "--json").stdout)
     assert not doc["reaches_target"] and doc["looks"] == [3, 6, 9]
     assert 0 <= doc["pass_if_unchanged"] < 0.8 and doc["noise"][0]["source"].startswith("history")
+    # 24 paired rounds: the rates are simulated from them (issue 37 §4), and it says so
+    assert doc["rates_from"] == ["the pilot's 24 rounds in 1 run(s)"] * 2
+    assert "rates from the gate's own rule on simulated rounds" in proc.stdout
 
 
 def test_plan_says_when_the_data_are_coarse(tmp_path: Path) -> None:
@@ -231,6 +234,7 @@ def test_plan_says_when_the_data_are_coarse(tmp_path: Path) -> None:
                     "ref", "--candidate", "cand", "--metric", "batch_ready_s")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "coarse data: batch_ready_s at 10 pods (1 s grid)" in proc.stdout
+    assert "the normal model's rates" in proc.stdout  # 12 rounds: too few to simulate from
 
 
 def test_plan_needs_a_node_or_a_pilot() -> None:

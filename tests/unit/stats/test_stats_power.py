@@ -34,6 +34,8 @@ from abtest.stats.power import (
     noise_from_history,
     paired_power,
 )
+from abtest.stats.power_sim import plan_from_rounds
+from abtest.stats.round_model import round_model
 from abtest.store.db import Store
 
 
@@ -209,17 +211,34 @@ def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
         assert p["noise_source"].startswith("history") and p["noise_df"] > 0
         noise = noise_from_history(history, metric=p["metric"], size=p["size"])
         assert p["sd_log_diff"] == pytest.approx(noise.sd_log_diff, abs=1e-5)
-        assert p["blocks_needed"] == blocks_needed(noise.sd_log_diff, 10.0, 0.95)
-        assert p["mde_pct"] == pytest.approx(
-            detectable(noise.sd_log_diff, 5, 0.95).mde_pct, abs=0.01
-        )
+        # enough paired rounds: power, MDE and blocks simulated from them (issue 37 §4)
+        model = round_model(history, metric=p["metric"], size=p["size"])
+        assert model is not None and p["simulated"] and p["power_model"] == model.source
+        sim = plan_from_rounds(model, 5, 0.95, 10.0)
+        assert p["blocks_needed"] == sim.blocks_needed and p["blocks_cap"] == 100
+        assert p["power_at_detect"] == pytest.approx(sim.power_at, abs=1e-3)
+        assert p["mde_pct"] == pytest.approx(sim.mde_pct, abs=0.01)
     text = subprocess.run(
         [sys.executable, "-m", "abtest", *args, "--detect", "10%"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert text.returncode == 0, text.stderr
-    assert "blocks for 10 %" in text.stdout and "noncentral t" in text.stdout
+    assert "blocks for 10 %" in text.stdout and "power for 10 %" in text.stdout
+    assert "this node's" in text.stdout and "simulated from its earlier rounds" in text.stdout
     assert "default" not in text.stdout.split("MDE:")[0]
+
+
+def test_too_short_a_history_plans_with_the_normal_model_and_says_so() -> None:
+    """Under 20 paired rounds at a size the plan is the noncentral t on their noise, named."""
+    history = _history(0.05, runs=1, blocks=4, arms=3, seed=8)  # 12 rounds
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=5, sizes=(20,)))
+    rows = power_plan(plan, history, detect_pct=10.0, metrics=("batch_ready_s",))
+    noise = noise_from_history(history, metric="batch_ready_s", size=20)
+    assert [(r.simulated, r.model) for r in rows] == [(False, "normal model")]
+    assert rows[0].blocks_needed == blocks_needed(noise.sd_log_diff, 10.0, 0.95)
+    assert rows[0].power_at_detect == pytest.approx(
+        paired_power(math.log1p(0.1), noise.sd_log_diff, 5, 0.95)
+    )
 
 
 def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> None:
