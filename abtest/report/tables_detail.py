@@ -230,72 +230,70 @@ def _arms_across(
     return arms, rows
 
 
+def _per_pod_table(
+    model: ReportModel,
+    key: str,
+    title: str,
+    keys: tuple[str, str],
+    cells: list[tuple[str, str, int, str, float]],
+    note: str,
+) -> Table:
+    """A descriptive per-pod table: two key columns and the size as rows, one column per arm."""
+    arms, rows = _arms_across(model, cells)
+    return make_table(
+        key=key, title=title, columns=[*keys, "Pods", *arms], rows=rows, left=3, notes=[note]
+    )
+
+
 def events_table(model: ReportModel) -> Table | None:
     if not model.events:
         return None
-    arms, rows = _arms_across(
-        model, [(e.reason, e.type or DASH, e.size, e.arm, e.per_pod_median) for e in model.events]
-    )
-    return make_table(
-        key="events-per-pod",
-        title="Events per pod, by reason (median over analysed rounds)",
-        columns=["Reason", "Type", "Pods", *arms],
-        rows=rows,
-        left=3,
-        notes=[
-            "The events about the round's pods as listed at the end of the round (scheduler "
-            "and kubelet), repeats counted, divided by the round's pods; warnings first. "
-            "A warning near 1 or more per pod repeats for every pod: look for its cause on "
-            "the node. Descriptive, no intervals; a dash in Type: stored before event types "
-            "were recorded."
-        ],
+    return _per_pod_table(
+        model,
+        "events-per-pod",
+        "Events per pod, by reason (median over analysed rounds)",
+        ("Reason", "Type"),
+        [(e.reason, e.type or DASH, e.size, e.arm, e.per_pod_median) for e in model.events],
+        "The events about the round's pods as listed at the end of the round (scheduler "
+        "and kubelet), repeats counted, divided by the round's pods; warnings first. "
+        "A warning near 1 or more per pod repeats for every pod: look for its cause on "
+        "the node. Descriptive, no intervals; a dash in Type: stored before event types "
+        "were recorded.",
     )
 
 
 def api_requests_table(model: ReportModel) -> Table | None:
     if not model.api_requests:
         return None
-    arms, rows = _arms_across(
+    return _per_pod_table(
         model,
+        "api-requests-per-pod",
+        "Kubelet API requests per pod, by method and code (median over analysed rounds)",
+        ("Method", "Code"),
         [(r.method, r.code, r.size, r.arm, r.per_pod_median) for r in model.api_requests],
-    )
-    return make_table(
-        key="api-requests-per-pod",
-        title="Kubelet API requests per pod, by method and code (median over analysed rounds)",
-        columns=["Method", "Code", "Pods", *arms],
-        rows=rows,
-        left=3,
-        notes=[
-            "The kubelet's own requests to the API server (client-go's "
-            "rest_client_requests_total) between the metrics scraped before the round and "
-            "after its observation window, cleanup not included, divided by the round's pods. "
-            "Per pod at start-up: the kubelet's events are most of its POSTs (201), each "
-            "status write a GET and a PATCH. Descriptive, no intervals."
-        ],
+        "The kubelet's own requests to the API server (client-go's "
+        "rest_client_requests_total) between the metrics scraped before the round and "
+        "after its observation window, cleanup not included, divided by the round's pods. "
+        "Per pod at start-up: the kubelet's events are most of its POSTs (201), each "
+        "status write a GET and a PATCH. Descriptive, no intervals.",
     )
 
 
 def mechanisms_table(model: ReportModel) -> Table | None:
     if not model.mechanisms:
         return None
-    arms, rows = _arms_across(
+    return _per_pod_table(
         model,
+        "mechanism-counters-per-pod",
+        "Mechanism counters per pod (the patch series' own counters, median over rounds)",
+        ("Counter", "Labels"),
         [(_short_metric(r.metric), r.labels or DASH, r.size, r.arm, r.per_pod_median)
          for r in model.mechanisms],
+        "Whether each gate's mechanism engaged and how much it did, whatever the batch time "
+        "did: the round's counter delta divided by its pods, the median over the arm's "
+        "analysed rounds (kubelet-patches/agc/README.md says what each counts). An arm on "
+        "a build without the counters has no column. Descriptive, no intervals.",
     )  # fmt: skip
-    return make_table(
-        key="mechanism-counters-per-pod",
-        title="Mechanism counters per pod (the patch series' own counters, median over rounds)",
-        columns=["Counter", "Labels", "Pods", *arms],
-        rows=rows,
-        left=3,
-        notes=[
-            "Whether each gate's mechanism engaged and how much it did, whatever the batch time "
-            "did: the round's counter delta divided by its pods, the median over the arm's "
-            "analysed rounds (kubelet-patches/agc/README.md says what each counts). An arm on "
-            "a build without the counters has no column. Descriptive, no intervals."
-        ],
-    )
 
 
 def _short_metric(metric: str) -> str:
