@@ -65,14 +65,15 @@ def bisect(
     json_out: o.Json = False,
 ) -> None:
     """Find the first build of an ordered range (releases, a patch series' prefixes, or a
-    list) that made pod start-up slower. The range: the final releases the Go module proxy
-    serves from --good to --bad; the prefixes of a patch series (--good v1.36.3 --bad
-    v1.36.3+SERIES: v1.36.3, v1.36.3+SERIES.p1, ...); or --builds. The ends are confirmed
-    first with the regression gate (bad slower than good beyond the margin); then each step
-    builds and places the middle build, measures it against the two ends in randomized
-    blocks, adding blocks until one half is shown slower (up to --max-blocks). Every step is
-    a stored run; --resume FIRST_RUN goes on; `abtest report FIRST_RUN` renders it. The
-    node's own kubelet is put back on every exit path."""
+    list) that made pod start-up slower.
+
+    The range: the final releases the Go module proxy serves from --good to --bad; the prefixes
+    of a patch series (--good v1.36.3 --bad v1.36.3+SERIES: v1.36.3, v1.36.3+SERIES.p1, ...); or
+    --builds. The ends are confirmed first with the regression gate (bad slower than good beyond
+    the margin); then each step builds and places the middle build, measures it against the two
+    ends in randomized blocks, adding blocks until one half is shown slower (up to --max-blocks).
+    Every step is a stored run; --resume FIRST_RUN goes on; `abtest report FIRST_RUN` renders it.
+    The node's own kubelet is put back on every exit path."""
     request = BisectRequest(
         good=good,
         bad=bad,
