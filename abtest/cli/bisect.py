@@ -49,10 +49,7 @@ def bisect(
             help="Cap on blocks per step (default: the playbook's max_rounds).",
         ),
     ] = None,
-    margin: Annotated[
-        float | None,
-        typer.Option("--margin", help="The ends must differ by more (percent); playbook's."),
-    ] = None,
+    margin: o.Margin = None,
     seed: o.Seed = None,
     resume: Annotated[
         str | None,

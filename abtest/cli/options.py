@@ -117,6 +117,10 @@ Rounds = Annotated[
 Sizes = Annotated[
     str | None, typer.Option("--sizes", help="Batch sizes, comma-separated, e.g. 50,100,150.")
 ]
+Margin = Annotated[
+    float | None,
+    typer.Option("--margin", help="Allowed slowdown in percent, 0 to 100; default: playbook's."),
+]
 Seed = Annotated[
     int | None,
     typer.Option("--seed", callback=in_range(num.SEED), help="Seed of the randomized block order."),

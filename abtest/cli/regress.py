@@ -64,12 +64,7 @@ def regress(
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metric(s); default: playbook's.")
     ] = None,
-    margin: Annotated[
-        float | None,
-        typer.Option(
-            "--margin", help="Allowed slowdown in percent, 0 to 100; default: playbook's."
-        ),
-    ] = None,
+    margin: o.Margin = None,
     rounds: Annotated[
         int | None,
         typer.Option(

@@ -18,7 +18,7 @@ from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_live import CouldNotMeasure
+from abtest.engine.gate_live import CouldNotMeasure, raise_if_arms_failed
 from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.nodekit import NodeKit
 from abtest.engine.schedule import build_schedule
@@ -123,13 +123,7 @@ def measure(
         run_id, wall = result.run_id, wall + result.wall_s
         if looked is not None:
             looked(run_id, wall)
-        failed = [
-            f"{arm} ({_build_of(plan, arm)}): {why.splitlines()[0] if why else 'no reason'}"
-            for n in result.nodes
-            for arm, why in n.failed_arms.items()
-        ]
-        if failed:
-            raise CouldNotMeasure(f"run {run_id}: could not apply {'; '.join(failed)}")
+        raise_if_arms_failed(result, lambda _node, arm: f"{arm} ({_build_of(plan, arm)})")
         rounds = analysable_rounds(store, run_id)
         if _short(rounds, plan.arms, setup.size):
             if number == len(looks):

@@ -17,7 +17,7 @@ from abtest.engine.fleet import same_node
 from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.nodekit import NodeKit
 from abtest.engine.schedule import build_schedule
-from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_plan import (
     SweepPlan,
     check_plan_size,
@@ -36,6 +36,19 @@ class CouldNotMeasure(AbtestError):
     """The gate could not produce a decision from real measurements (exit 4)."""
 
     exit_code = 4
+
+
+def raise_if_arms_failed(result: SweepResult, name: Callable[[str, str], str]) -> None:
+    """An arm that failed to apply (e.g. a candidate kubelet that will not start) was rolled
+    back by the node layer and recorded as failed: no decision can come from this run.
+    ``name(node, arm)`` says which arm, as the caller's user knows it."""
+    failed = [
+        f"{name(n.node_name, arm)}: {why.splitlines()[0] if why else 'no reason recorded'}"
+        for n in result.nodes
+        for arm, why in n.failed_arms.items()
+    ]
+    if failed:
+        raise CouldNotMeasure(f"run {result.run_id}: could not apply {'; '.join(failed)}")
 
 
 @dataclass(frozen=True)
@@ -166,15 +179,7 @@ def run_live(
             plan, store, sweep_opts, emit, resume_run_id=run_id, upto_block=blocks, kit=kit
         )
         run_id = result.run_id
-        # an arm that failed to apply (e.g. a candidate kubelet that will not start) was
-        # rolled back by the node layer and recorded as failed; the gate cannot decide
-        failed = [
-            f"{arm} on {n.node_name}: {why.splitlines()[0] if why else 'no reason recorded'}"
-            for n in result.nodes
-            for arm, why in n.failed_arms.items()
-        ]
-        if failed:
-            raise CouldNotMeasure(f"run {run_id}: could not apply {'; '.join(failed)}")
+        raise_if_arms_failed(result, lambda node, arm: f"{arm} on {node}")
         rounds = analysable_rounds(store, run_id)
         short = _short_of_rounds(rounds, opts.sizes)
         if short:
