@@ -135,7 +135,9 @@ def test_sigint_with_one_worker_in_a_restart_wait_rolls_it_back(tmp_path: Path) 
 
 @pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "two-nodes"])
 def test_a_second_sigterm_does_not_cut_a_restore_in_half(tmp_path: Path, nodes: int) -> None:
-    specs = ["node-a:round:150", "node-b:round:150"][:nodes]  # a restore of 150 poll steps
+    # a restore of 300 poll steps (6 s): long enough that the second signal lands inside it
+    # even when a loaded machine lets this process see "restoring" a few seconds late
+    specs = ["node-a:round:300", "node-b:round:300"][:nodes]
     sweep = SweepProcess(tmp_path, *specs)
     sweep.wait_for("rounds running", sweep.phases({n: "round" for n in sweep.names}))
     sweep.signal(signal.SIGTERM)
