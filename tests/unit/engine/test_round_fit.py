@@ -3,8 +3,11 @@ kubelet is touched (found on the lab: 50 pods x 100m on a 2-CPU node waited out 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from abtest.config.playbook import load_playbook
 from abtest.config.quantities import parse_quantity
 from abtest.engine.round_fit import round_fit_problems
 
@@ -43,3 +46,19 @@ def test_more_pods_than_max_pods_and_more_memory_than_the_node_has() -> None:
     assert len(problems) == 2
     assert "250 allocatable pods" in problems[0]
     assert "38400 MiB" in problems[1] and "16384 MiB" in problems[1]
+
+
+LAB_PLAYBOOKS = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[3] / "playbooks").glob("*.yaml")
+    if load_playbook(str(p)).profile == "nodes/lab.yaml"
+)
+
+
+@pytest.mark.parametrize("path", LAB_PLAYBOOKS, ids=lambda p: p.stem)
+def test_every_lab_playbook_fits_its_largest_round_on_the_two_cpu_lab_node(path: Path) -> None:
+    # lab-bisect shipped with the default 100m request and 150 pods: the pre-flight refused
+    # its first 150-pod bisection on the lab (20 would have fit)
+    book = load_playbook(str(path))
+    requests = {"cpu": book.workload.cpu_request}
+    assert round_fit_problems(max(book.sizes), requests, LAB) == []
