@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from abtest.config import datafiles
 from abtest.config.playbook import load_playbook
 from abtest.config.quantities import parse_quantity
 from abtest.engine.round_fit import round_fit_problems
@@ -50,7 +51,7 @@ def test_more_pods_than_max_pods_and_more_memory_than_the_node_has() -> None:
 
 LAB_PLAYBOOKS = sorted(
     p
-    for p in (Path(__file__).resolve().parents[3] / "playbooks").glob("*.yaml")
+    for p in datafiles.data_dir("playbooks").glob("*.yaml")
     if load_playbook(str(p)).profile == "nodes/lab.yaml"
 )
 
