@@ -10,6 +10,13 @@ directory (fsync, rename, a trap that removes it on failure) and is verified by 
 installed file keeps the original's owner and mode. A binary that is not one we installed
 is refused, not overwritten (``--force`` overrides). The restart that makes a swap take
 effect is the caller's (the next config apply restarts with force_restart).
+
+The original is never overwritten unless a verified backup of it is on the node: a journal
+entry whose backup is gone (the node was restored through another database, or by hand) is
+closed when the node runs the original again, and refused when it does not. A candidate
+byte-identical to the original (a bisection's good end is often the node's own release) is
+no swap at all: installing it puts the original back, so the marker's "ours" never holds
+the original's sha256 and a restore can never mistake one for the other.
 """
 
 from __future__ import annotations
@@ -102,6 +109,7 @@ class KubeletBinary:
         """No journal entry here, but a backup of ours on the node (the database that
         swapped the binary is lost): journal it from the node's marker, to be restored."""
         if not rf.exists(self.conn, self.backup, sudo=self.sudo):
+            self._refuse_lost_original()
             return None
         marker = rf.read_marker(self.conn, self.marker, sudo=self.sudo)
         if marker is None:  # an older abtest's backup: only the backup itself is known
@@ -123,17 +131,61 @@ class KubeletBinary:
             kind="binary",
         )
 
+    def _refuse_lost_original(self) -> None:
+        """A marker without its backup: harmless (removed) while the node runs the original,
+        refused while it runs a build of ours, so no restore reports success over it."""
+        marker = rf.read_marker(self.conn, self.marker, sudo=self.sudo)
+        if marker is None:
+            return
+        current = self._sha256(self.path) or ABSENT
+        if current == marker.original_sha256:
+            rf.remove(self.conn, self.marker, sudo=self.sudo)
+            return
+        raise NodeError(
+            f"{self.path} on {self.profile.node_name} has sha256 {current[:12]}, not the "
+            f"original kubelet's {marker.original_sha256[:12]}, and the original's backup "
+            f"{self.backup} is gone: put the node's own kubelet back at {self.path} by hand "
+            f"(its marker {self.marker} names the sha256 to match)"
+        )
+
+    def _still_in_effect(self, entry: JournalEntry) -> JournalEntry | None:
+        """``entry`` if its backup still holds the original; None (entry closed) when the
+        node was restored without this database; refused when neither holds, since a copy
+        over the binary would then destroy the only original there is."""
+        original = str(entry.applied.get("original_sha256", ""))
+        if self._sha256(self.backup) == original:
+            return entry
+        current = self.check_ours(entry)
+        if current == original:
+            rf.remove(self.conn, self.marker, sudo=self.sudo)
+            detail = "restored outside this journal: the node runs the original, no backup left"
+            self.journal.close_entry(entry.id, RESTORED, detail)
+            return None
+        raise NodeError(
+            f"{self.backup} does not match the original kubelet's sha256 {original[:12]} and "
+            f"{self.path} is not the original either: nothing was changed; restore the binary "
+            f"by hand (journal #{entry.id})"
+        )
+
     def install(self, candidate: str | None, *, lock_token: str | None = None) -> BinaryState:
         """Make ``candidate`` (None: the original) the file at the profile's binary path."""
         entry = self.pending()
+        if entry is not None:
+            entry = self._still_in_effect(entry)
         if candidate is None:
             if entry is not None:
                 self.put_back()
             return BinaryState(self.path, self._sha256(self.path) or "", None)
         want = self.require_candidate(candidate)
+        original = entry.applied.get("original_sha256") if entry else self._sha256(self.path)
+        if want == original:  # the original's own bytes: no swap, the original back
+            if entry is not None:
+                self.put_back()
+            return BinaryState(self.path, want, candidate)
         if entry is not None:
             current = self.check_ours(entry)
-            ours = sorted({*entry.applied.get("ours", []), want})
+            kept = {*entry.applied.get("ours", []), want} - {entry.applied["original_sha256"]}
+            ours = sorted(kept)
             applied = {**entry.applied, "candidate": candidate, "ours": ours}
             entry = self.journal.mark(entry.id, APPLYING, applied=applied)
             self._write_marker(entry)
@@ -165,7 +217,7 @@ class KubeletBinary:
             applied={
                 "candidate": candidate,
                 "original_sha256": original,
-                "ours": sorted({original, want}),
+                "ours": [want],  # never the original: a restore tells the two apart
                 "owner": f"{st.uid}:{st.gid}",
                 "mode": f"{st.mode:o}",
                 "lock_token": lock_token,

@@ -10,10 +10,14 @@ never heard of still frees the lock, and a lock never claims a change that is un
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from abtest.config.playbook import NodeProfile
 from abtest.errors import StoreError
 from abtest.node.lock import NodeLock
 from abtest.node.records import describe_settings
+from abtest.store.db import Store, resolve
 from abtest.store.journal import Journal, JournalEntry
 
 
@@ -53,6 +57,17 @@ def leave_lock(lock: NodeLock, journal: Journal, profile: NodeProfile) -> None:
     )
     lock.keep(
         f"{what} (journal #{pending.id} in {journal.store.name}); "
-        f"undo: abtest node restore --profile {profile.name}",
+        f"undo: abtest node restore --profile {profile.name}{_db_option(journal.store)}",
         claim=settings if pending.kind == "config" else None,
     )
+
+
+def _db_option(store: Store) -> str:
+    """The ``--db`` a restore needs to find this journal: none for the database a bare
+    command opens, the path of another SQLite file, a placeholder for a server's URL (its
+    password is never written to the node)."""
+    if store.location == resolve(None):
+        return ""
+    if isinstance(store.location, Path):
+        return f" --db {shlex.quote(str(store.location))}"
+    return " --db URL-OF-THAT-DATABASE"
