@@ -54,3 +54,24 @@ def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the user's results database."""
     if "ABTEST_DB" not in os.environ or not os.environ["ABTEST_DB"].startswith(str(tmp_path)):
         monkeypatch.setenv("ABTEST_DB", str(tmp_path / "abtest-results.sqlite"))
+
+
+# CI's table of where its time went (.ci/run, scripts/ci-times): each lab test file's time,
+# setup and teardown included, appended to $ABTEST_TIMINGS when it is set. The lab tests run
+# in one process, one at a time, so a file's sum is its share of the wall clock.
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("ABTEST_TIMINGS") and "lab" in report.keywords:
+        where = report.nodeid.split("::", 1)[0]
+        _file_seconds[where] = _file_seconds.get(where, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get("ABTEST_TIMINGS")
+    if not path or not _file_seconds or hasattr(session.config, "workerinput"):
+        return
+    with open(path, "a", encoding="utf-8") as out:
+        for where, seconds in _file_seconds.items():
+            out.write(f"lab test\t{where}\t{seconds:.1f}\n")

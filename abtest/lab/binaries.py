@@ -21,6 +21,7 @@ from pathlib import Path
 
 from abtest.config.domain import Release
 from abtest.errors import LabError
+from abtest.lab.build_lock import build_lock
 from abtest.lab.build_progress import BuildProgress
 from abtest.lab.releases import DEFAULT_RELEASE
 
@@ -138,14 +139,27 @@ def ensure_binaries(
     rest (live on a terminal, a line every half minute otherwise; ``live`` forces either),
     and the end says what was built and where it is cached."""
     bins = binary_set(release, names)
-    missing = bins.missing()
-    if not missing:
+    if not bins.missing():
         return bins
     if shutil.which("go") is None:
         raise LabError("the Go toolchain is needed to build the lab binaries; install Go >= 1.24")
+    emit: Callable[[str], None] = say if callable(say) else print
+    with build_lock(cache_root(), emit):
+        missing = bins.missing()  # again: the build waited for may have made them
+        if missing:
+            _build_missing(bins, missing, emit, live, release)
+    return bins
+
+
+def _build_missing(
+    bins: BinarySet,
+    missing: list[str],
+    emit: Callable[[str], None],
+    live: bool | None,
+    release: Release,
+) -> None:
     for name in missing:
         bins.path(name).parent.mkdir(parents=True, exist_ok=True)
-    emit: Callable[[str], None] = say if callable(say) else print
     emit(
         "building "
         + ", ".join(f"{n} {version_of(n, release)}" for n in missing)
@@ -158,6 +172,7 @@ def ensure_binaries(
         emit,
         cache_root() / "build-times.json",
         live,
+        what=f"k8s {release.version}" if kube else "",
     )
     with progress.display():
         if modules:
@@ -202,7 +217,6 @@ def ensure_binaries(
         raise LabError(f"build finished but {', '.join(still)} is missing in {bins.directory}")
     for line in progress.summary(_cached_in(bins, missing), missing, cache_root() / "build"):
         emit(line)
-    return bins
 
 
 def _cached_in(bins: BinarySet, built: Sequence[str]) -> Path:

@@ -9,7 +9,9 @@ the estimate); otherwise (CI logs, pipes) plain lines: a start and end line per 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -76,6 +78,8 @@ class BuildProgress:
     say: Callable[[str], None]
     times_file: Path
     live: bool = False
+    #: what is built (``k8s v1.36.3``, ``v1.36.3+agc``): names the steps in CI's time table
+    what: str = ""
     _progress: Progress | None = field(default=None, repr=False)
     _tasks: dict[str, TaskID] = field(default_factory=dict, repr=False)
     _total: TaskID | None = field(default=None, repr=False)
@@ -90,10 +94,11 @@ class BuildProgress:
         say: Callable[[str], None],
         times_file: Path,
         live: bool | None = None,
+        what: str = "",
     ) -> BuildProgress:
         known = _read_times(times_file)
         steps = [Step(n, known.get(n, DEFAULT_ESTIMATES_S.get(n, 120.0))) for n in names]
-        return cls(steps, say, times_file, sys.stdout.isatty() if live is None else live)
+        return cls(steps, say, times_file, sys.stdout.isatty() if live is None else live, what)
 
     def left_s(self, current: Step | None = None, current_elapsed: float = 0.0) -> float:
         """Estimated seconds still to go: the current step's rest and every step not begun."""
@@ -191,6 +196,7 @@ class BuildProgress:
 
     def _done(self, step: Step) -> None:
         assert step.elapsed_s is not None
+        log_time("build", f"{self.what} {step.name}".strip(), step.elapsed_s)
         if self._progress is not None:
             task = self._tasks[step.name]
             self._progress.update(
@@ -261,3 +267,17 @@ def _write_times(path: Path, new: dict[str, float]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+#: a file each finished build step is appended to (CI's time table: .ci/run sets it)
+TIMINGS_ENV = "ABTEST_TIMINGS"
+
+
+def log_time(kind: str, name: str, seconds: float) -> None:
+    """One ``kind<TAB>name<TAB>seconds`` line in $ABTEST_TIMINGS, when it is set: CI's table
+    of where its time went names every binary it built, inside `lab up` or a test."""
+    path = os.environ.get(TIMINGS_ENV)
+    if not path:
+        return
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as out:
+        out.write(f"{kind}\t{name}\t{seconds:.1f}\n")

@@ -34,6 +34,7 @@ from abtest.lab.binaries import (
     ldflags,
     run_go,
 )
+from abtest.lab.build_lock import build_lock
 from abtest.lab.build_progress import BuildProgress
 
 SOURCE_FILE = "source.json"
@@ -64,9 +65,18 @@ def ensure_patched_kubelet(
         return out
     if shutil.which("go") is None or shutil.which("git") is None:
         raise LabError("building a patched kubelet needs Go (>= 1.24) and git on this machine")
+    with build_lock(cache_root(), say):
+        if not is_built(series):  # again: the build waited for may have made it
+            _build_patched(series, out, say, live)
+    return out
+
+
+def _build_patched(
+    series: PatchSeries, out: Path, say: Callable[[str], None], live: bool | None
+) -> None:
     name = build_name(series)
     say(f"building kubelet {name} ({len(series.patches)} patches) into {out}")
-    progress = _progress(["kubelet+series"], say, live)
+    progress = _progress(["kubelet+series"], say, live, name)
     with progress.display():
         base, tree = _patched_source(series, progress)
         with progress.step("kubelet+series"):
@@ -85,7 +95,6 @@ def ensure_patched_kubelet(
     tmp.replace(out / SOURCE_FILE)
     for line in progress.summary(out, ["kubelet"], cache_root() / "build"):
         say(line)
-    return out
 
 
 def go_test_series(
@@ -98,8 +107,8 @@ def go_test_series(
         raise LabError("testing a patch series needs Go (>= 1.24) and git on this machine")
     go_files = sorted({f for p in series.patches for f in p.files if f.endswith(".go")})
     packages = sorted({"k8s.io/kubernetes/" + str(Path(f).parent) for f in go_files})
-    progress = _progress(["go vet", "go test"], say, live)
-    with progress.display():
+    progress = _progress(["go vet", "go test"], say, live, build_name(series))
+    with build_lock(cache_root(), say), progress.display():
         base, tree = _patched_source(series, progress)
         module = _series_module(series, base, tree)
         present = [f for f in go_files if (tree / f).is_file()]
@@ -113,9 +122,11 @@ def go_test_series(
     return [line for line in out.splitlines() if line.startswith(("ok ", "ok\t", "---", "FAIL"))]
 
 
-def _progress(steps: list[str], say: Callable[[str], None], live: bool | None) -> BuildProgress:
+def _progress(
+    steps: list[str], say: Callable[[str], None], live: bool | None, what: str
+) -> BuildProgress:
     return BuildProgress.plan(
-        ["modules", "patches", *steps], say, cache_root() / "build-times.json", live
+        ["modules", "patches", *steps], say, cache_root() / "build-times.json", live, what
     )
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from abtest.errors import LabError
 from abtest.lab.binaries import cache_root
+from abtest.lab.build_lock import build_lock
+from abtest.lab.build_progress import log_time
 from abtest.lab.layout import Say
 
 SUITE = "bookworm"
@@ -91,6 +93,14 @@ def ensure_image(say: Say) -> Path:
     build) is never used: it is removed and built again."""
     if image_ready():
         return rootfs()
+    # a build of its own at a time: another one's half-built image is not ours to remove
+    with build_lock(cache_root(), say, "systemd-node-image"):
+        if not image_ready():
+            _build_image(say)
+    return rootfs()
+
+
+def _build_image(say: Say) -> None:
     missing = missing_tools()
     if missing:
         raise LabError(
@@ -121,7 +131,7 @@ def ensure_image(say: Say) -> Path:
     took = time.monotonic() - t0
     (work / "complete").write_text(json.dumps({"build_s": round(took, 1)}) + "\n")
     say(f"  image built in {took:.0f} s ({_size_mib(rootfs())} MiB)")
-    return rootfs()
+    log_time("build", "systemd node image", took)
 
 
 def _post_install(root: Path) -> None:
