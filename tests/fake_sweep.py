@@ -30,7 +30,8 @@ def main(argv: list[str]) -> int:
             FakeNode(
                 name,
                 hold=hold or None,
-                restore_steps=int(steps[0]) if steps else 0,
+                restore_steps=int(steps[0]) if steps and steps[0].isdigit() else 0,
+                restore_until_signal=steps == ["second-signal"],
                 state_file=state_dir / f"{name}.json",
             )
         )

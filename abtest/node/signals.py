@@ -65,6 +65,13 @@ def stop_requested() -> bool:
     return req is not None and req.count > 0
 
 
+def signals_received() -> int:
+    """How many signals arrived since the outermost guard was installed (a test's fake node
+    holds its restore until the second one, to show it does not cut the restore)."""
+    req = _requests
+    return 0 if req is None else req.count
+
+
 def checkpoint() -> None:
     """Raise :class:`Interrupted` in this thread if a signal arrived that this thread has
     not been given yet - unless it is shielded (then the shield's end raises it)."""

@@ -38,7 +38,7 @@ from abtest.engine.nodekit import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.node.signals import SignalGuard, sleep
+from abtest.node.signals import SignalGuard, signals_received, sleep
 from abtest.store.db import Store
 
 ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
@@ -66,6 +66,7 @@ class FakeNode:
         original: Mapping[str, Scalar] | None = None,
         hold: str | None = None,
         restore_steps: int = 0,
+        restore_until_signal: bool = False,
         failing: Mapping[str, str] | None = None,
         preflight_problems: list[str] | None = None,
         state_file: Path | None = None,
@@ -75,6 +76,9 @@ class FakeNode:
         self.config: dict[str, Scalar] = dict(self.original)
         self.hold = hold  # None | "round" | "restart": where the first visit blocks
         self.restore_steps = restore_steps  # a restore that takes a while (poll steps)
+        # a restore held until a second signal arrived, so it lands inside it however late
+        # a loaded machine lets the test see "restoring"
+        self.restore_until_signal = restore_until_signal
         self.failing = dict(failing or {})  # setting path -> why applying it fails
         self.preflight_problems = list(preflight_problems or [])
         self.state_file = state_file
@@ -218,6 +222,8 @@ class FakeController:
             node.record("restore-start", "restoring")
             for _ in range(node.restore_steps):
                 sleep(STEP_S)  # shielded: a signal now must not cut the restore
+            if node.restore_until_signal:
+                _until_second_signal(node)
             node.config = dict(node.original)
             node.pending = False
             node.record("restore", "idle")
@@ -405,3 +411,15 @@ def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile
         )
         for n in nodes
     )
+
+
+def _until_second_signal(node: FakeNode, limit_s: float = 120.0) -> None:
+    """Hold a shielded restore until the second signal of the run has arrived (the first
+    started the restore); recorded, not hung, if it never comes."""
+    deadline = time.monotonic() + limit_s
+    while signals_received() < 2:
+        if time.monotonic() > deadline:
+            node.record("restore-no-second-signal")
+            return
+        sleep(STEP_S)
+    node.record("second-signal-inside-restore")

@@ -135,9 +135,9 @@ def test_sigint_with_one_worker_in_a_restart_wait_rolls_it_back(tmp_path: Path) 
 
 @pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "two-nodes"])
 def test_a_second_sigterm_does_not_cut_a_restore_in_half(tmp_path: Path, nodes: int) -> None:
-    # a restore of 300 poll steps (6 s): long enough that the second signal lands inside it
-    # even when a loaded machine lets this process see "restoring" a few seconds late
-    specs = ["node-a:round:300", "node-b:round:300"][:nodes]
+    # each restore is held until the second signal arrived: it lands inside the restore
+    # however late a loaded machine lets this process see "restoring" (was: a 6 s restore)
+    specs = ["node-a:round:second-signal", "node-b:round:second-signal"][:nodes]
     sweep = SweepProcess(tmp_path, *specs)
     sweep.wait_for("rounds running", sweep.phases({n: "round" for n in sweep.names}))
     sweep.signal(signal.SIGTERM)
@@ -147,7 +147,8 @@ def test_a_second_sigterm_does_not_cut_a_restore_in_half(tmp_path: Path, nodes: 
     assert code == 143, out
     for name in sweep.names:
         st = sweep.state(name)
-        assert st["calls"][-4:] == ["restore-start", "restore", "unlock", "close"], st["calls"]
+        tail = ["restore-start", "second-signal-inside-restore", "restore", "unlock", "close"]
+        assert st["calls"][-5:] == tail, st["calls"]
         assert_left_as_found(st)
     assert sweep.run_row()["status"] == "interrupted"
 
