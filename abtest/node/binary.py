@@ -186,7 +186,7 @@ class KubeletBinary:
             current = self.check_ours(entry)
             kept = {*entry.applied.get("ours", []), want} - {entry.applied["original_sha256"]}
             ours = sorted(kept)
-            applied = {**entry.applied, "candidate": candidate, "ours": ours}
+            applied = {**entry.applied, "candidate": candidate, "ours": ours, "put_back": False}
             entry = self.journal.mark(entry.id, APPLYING, applied=applied)
             self._write_marker(entry)
             self._copy_over(candidate, want, entry, expect=current)
@@ -305,9 +305,28 @@ class KubeletBinary:
                     f"{original[:12]}: restore the binary by hand (journal #{entry.id})"
                 )
             self._copy_over(self.backup, original, entry, expect=current)
+        # the backup stays until a restart has the node run the original again (settle): a
+        # kill before it leaves the node's kubelet process a build of ours, and this entry
+        # is what makes the next restore restart it
+        self.journal.mark(
+            entry.id,
+            APPLIED,
+            detail="original kubelet binary back in place; running once the kubelet restarts",
+            applied={**entry.applied, "put_back": True},
+        )
+        return True
+
+    def settle(self) -> bool:
+        """After a verified restart: a put-back original now runs, so its backup and marker
+        go and its entry closes. True if one was settled."""
+        entry = self.pending()
+        if entry is None or not entry.applied.get("put_back"):
+            return False
+        if self._sha256(self.path) != entry.applied.get("original_sha256"):
+            return False
         rf.remove(self.conn, self.marker, self.backup, sudo=self.sudo)
         # the binary is back whatever the database says now (a fault: written later)
-        self.journal.close_entry(entry.id, RESTORED, "original kubelet binary back")
+        self.journal.close_entry(entry.id, RESTORED, "original kubelet binary back and running")
         return True
 
     def _write_marker(self, entry: JournalEntry) -> None:

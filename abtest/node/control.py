@@ -182,8 +182,9 @@ class NodeController:
     def restart_and_wait(
         self, expectations: list[Expectation], config_text: str
     ) -> tuple[HealthReport, float]:
-        """Restart with the profile's command; wait for healthz, Ready, verified values."""
-        return restart.restart_and_wait(
+        """Restart with the profile's command; wait for healthz, Ready, verified values.
+        A put-back original binary now runs: its backup goes (KubeletBinary.settle)."""
+        result = restart.restart_and_wait(
             self.profile,
             self.session,
             self.cluster,
@@ -193,6 +194,11 @@ class NodeController:
             timeout=self.timeout,
             progress=self.progress,
         )
+        entry = self.journal.pending(self.node, kind="binary")
+        if entry is not None and entry.applied.get("put_back"):
+            with self.guard.shield():
+                KubeletBinary(self.session, self.journal).settle()
+        return result
 
     # --- apply ------------------------------------------------------------------------
 

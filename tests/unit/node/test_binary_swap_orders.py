@@ -113,8 +113,33 @@ def test_the_identical_build_after_another_one_puts_the_original_back(
     with host.controller(store) as ctl:
         ctl.install_kubelet_binary(other)
         ctl.install_kubelet_binary(same)
+        assert _binary(node) == original
+        # the kubelet process still runs `other` until a restart: the backup stays till then
+        assert Journal(store).pending(node.node_name, kind="binary") is not None
+        assert _backup(node).read_bytes() == original
+        assert ctl.restore().restored  # the restart that runs it
         assert Journal(store).pending(node.node_name, kind="binary") is None
-    assert _binary(node) == original
+    assert not _backup(node).exists() and not _marker(node).exists()
+    assert not Path(node.lock_path).exists()
+
+
+def test_a_kill_after_the_original_is_back_but_before_the_restart_is_restored(
+    host: FakeHost, node: NodeProfile, original: bytes, tmp_path: Path
+) -> None:
+    """The file is the original again but the kubelet still runs the candidate: the lock and
+    the backup stay, and the next restore restarts the kubelet before it lets them go."""
+    other = _build(tmp_path, "v1.35.4", original + b"# older\n")
+    with Store(tmp_path / "x.sqlite") as x:
+        ctl = host.controller(x)
+        ctl.install_kubelet_binary(other)
+        ctl.install_kubelet_binary(None)  # killed before the restart that runs it
+    assert _binary(node) == original and _backup(node).exists()
+    assert Path(node.lock_path).exists(), "a change still in effect keeps the lock"
+    started = host.log.count("I kubelet started")
+    with Store(tmp_path / "x.sqlite") as x, host.controller(x) as ctl:
+        rec = ctl.restore()
+    assert rec.restored
+    assert host.log.count("I kubelet started") > started, "the original restarted"
     assert not _backup(node).exists() and not _marker(node).exists()
     assert not Path(node.lock_path).exists()
 
@@ -142,7 +167,7 @@ def test_no_restore_reports_success_while_a_build_of_ours_runs_without_its_backu
     with Store(tmp_path / "x.sqlite") as x:
         host.controller(x).install_kubelet_binary(bad)
     _backup(node).unlink()
-    with pytest.raises(NodeError, match="backup .* is gone"), host.controller(store) as ctl:
+    with pytest.raises(NodeError, match=r"backup .* is gone"), host.controller(store) as ctl:
         ctl.restore()
     assert _binary(node) == original + b"# bad\n"
     assert _marker(node).exists(), "the marker still names the sha256 to match"
