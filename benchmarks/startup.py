@@ -4,8 +4,10 @@ Each command's wall time (median of ``--runs`` runs) against the bare interprete
 pass``) measured in the same run, interleaved in a shuffled order so that the machine's noise
 falls on every command alike: the excess over the bare interpreter in seconds, the ratio, and
 which of the heavy packages (kubernetes, paramiko, aiohttp, matplotlib, pandas, scipy, pydantic)
-the command imported. ``abtest`` is the console script next to this interpreter
-(``.venv/bin/abtest``, what a user runs), else ``python -m abtest``; the header says which.
+the command imported; also the CPU seconds (user + system) over bare Python, which other work
+on the machine inflates much less than the wall time. ``abtest`` is the console script next to
+this interpreter (``.venv/bin/abtest``, what a user runs), else ``python -m abtest``; the
+header says which.
 
 By default the commands with a budget (issue 43): ``abtest --version`` and ``abtest gates
 --list`` must start within ``--budget`` (0.3 s) of bare Python; the script exits 1 when either
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -122,13 +125,19 @@ def commands(abtest: list[str], folder: Path | None) -> dict[str, list[str]]:
     }
 
 
-def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one run of the command."""
+    cpu0, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def heavy_imports(argv: list[str], env: dict[str, str], cwd: Path) -> list[str]:
@@ -157,6 +166,7 @@ def bytecode_note() -> str:
 
 def measure(cmds: dict[str, list[str]], env: dict[str, str], cwd: Path, runs: int) -> list[Row]:
     times: dict[str, list[float]] = {name: [] for name in cmds}
+    cpus: dict[str, list[float]] = {name: [] for name in cmds}
     order = list(cmds)
     for name in order:  # one warm-up each: page cache, .pyc files
         run_once(cmds[name], env, cwd)
@@ -164,8 +174,11 @@ def measure(cmds: dict[str, list[str]], env: dict[str, str], cwd: Path, runs: in
     for _ in range(runs):
         rng.shuffle(order)
         for name in order:
-            times[name].append(run_once(cmds[name], env, cwd))
+            wall, cpu = run_once(cmds[name], env, cwd)
+            times[name].append(wall)
+            cpus[name].append(cpu)
     bare = statistics.median(times["python -c pass"])
+    bare_cpu = statistics.median(cpus["python -c pass"])
     rows: list[Row] = []
     for name, argv in cmds.items():
         median = statistics.median(times[name])
@@ -176,6 +189,8 @@ def measure(cmds: dict[str, list[str]], env: dict[str, str], cwd: Path, runs: in
                 "min_s": round(min(times[name]), 3),
                 "ratio": round(median / bare, 2),
                 "excess_s": round(median - bare, 3),
+                # less sensitive than the wall time to other work on the machine
+                "cpu_excess_s": round(statistics.median(cpus[name]) - bare_cpu, 3),
                 "budget_s": None,
                 # -X importtime needs the interpreter: the console script is a Python file.
                 "heavy_imports": heavy_imports(argv, env, cwd),
@@ -217,6 +232,11 @@ def main() -> None:
     else:
         print_rows(rows, f"{args.runs} runs each, shuffled; abtest = {how}; {bytecode_note()}")
         print(f"load average (1 min) at the end {load:.2f}")
+        if load > (os.cpu_count() or 1):
+            print(
+                f"the machine is busy ({load:.1f} runnable on {os.cpu_count()} cores): the wall "
+                "times are inflated, the cpu column (user + system over bare) much less"
+            )
     if over:
         print(f"over the {args.budget} s budget: " + "; ".join(over), file=sys.stderr)
         sys.exit(1)
@@ -226,13 +246,14 @@ def print_rows(rows: list[Row], header: str) -> None:
     print(header)
     print(
         f"{'command':<24} {'median s':>9} {'min s':>7} {'x bare':>7} {'+ s':>7} {'budget':>7}"
-        "  heavy imports"
+        f" {'cpu + s':>8}  heavy imports"
     )
     for r in rows:
         budget = "-" if r["budget_s"] is None else f"{r['budget_s']:.3f}"
         print(
             f"{r['command']:<24} {r['median_s']:>9.3f} {r['min_s']:>7.3f} {r['ratio']:>7.2f} "
-            f"{r['excess_s']:>7.3f} {budget:>7}  {', '.join(r['heavy_imports']) or '-'}"
+            f"{r['excess_s']:>7.3f} {budget:>7} {r['cpu_excess_s']:>8.3f}  "
+            f"{', '.join(r['heavy_imports']) or '-'}"
         )
 
 
