@@ -23,7 +23,7 @@ NODE_AND_CLUSTER = ("kubernetes", "paramiko", "aiohttp")
 NO_PLOTS = (*NODE_AND_CLUSTER, "matplotlib")
 # A command that computes no statistics has no use for these either (they cost ~1 s).
 NO_STATS = (*NO_PLOTS, "pandas", "numpy", "scipy")
-# Typer coerces options through pydantic (~0.2 s to import and build its adapters, issue 43):
+# Typer coerces options through pydantic (about half of gates --list's start-up, issue 43):
 # abtest/cli/coercion.py spares the options that hold only their None/False/str defaults.
 NO_PYDANTIC = (*NO_STATS, "pydantic", "pydantic_core", "annotated_types")
 # `--version` prints one line: no tables (rich) and no catalog or playbook files (yaml).
