@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
 from abtest import __version__
+from abtest.cli import coercion
 from abtest.errors import AbtestError, Interrupted, UserError
 
 if TYPE_CHECKING:
@@ -183,6 +184,9 @@ class LazyGroup(TyperGroup):
         with self._listing():
             return super().shell_complete(ctx, incomplete)
 
+
+# Typer would import pydantic to coerce the options' defaults: see abtest/cli/coercion.py.
+coercion.install()
 
 app = typer.Typer(
     cls=LazyGroup,

@@ -6,20 +6,28 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-# Re-exported for the commands and tests that apply --kubeconfig/--context to a profile.
-from abtest.app.profiles import with_kube
 from abtest.config import numbers as num
 from abtest.config.k8s_names import namespace_problem
 from abtest.config.plan_options import PlanOptions
 from abtest.errors import UserError
 
-__all__ = ["with_kube"]
+if TYPE_CHECKING:
+    from abtest.config.playbook import NodeProfile
 
 N = TypeVar("N", int, float)
+
+
+def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None) -> NodeProfile:
+    """abtest.app.profiles.with_kube, for the commands and tests that apply --kubeconfig and
+    --context to a profile. Imported when called: every command imports this module, and the
+    playbook parser behind it is no part of `gates --list` or `--version`."""
+    from abtest.app.profiles import with_kube as apply
+
+    return apply(profile, kubeconfig, context)
 
 
 def _flag(param: typer.CallbackParam) -> str:

@@ -23,6 +23,11 @@ NODE_AND_CLUSTER = ("kubernetes", "paramiko", "aiohttp")
 NO_PLOTS = (*NODE_AND_CLUSTER, "matplotlib")
 # A command that computes no statistics has no use for these either (they cost ~1 s).
 NO_STATS = (*NO_PLOTS, "pandas", "numpy", "scipy")
+# Typer coerces options through pydantic (about half of gates --list's start-up, issue 43):
+# abtest/cli/coercion.py spares the options that hold only their None/False/str defaults.
+NO_PYDANTIC = (*NO_STATS, "pydantic", "pydantic_core", "annotated_types")
+# `--version` prints one line: no tables (rich) and no catalog or playbook files (yaml).
+BARE = (*NO_PYDANTIC, "rich", "yaml")
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
@@ -37,12 +42,12 @@ PROBE = (
 )
 
 CASES: list[tuple[list[str], tuple[str, ...]]] = [
-    (["--version"], NO_STATS),
-    (["--help"], NO_STATS),
-    ([], NO_STATS),  # no arguments: the help
-    (["gates", "--list"], NO_STATS),
-    (["gates", "--list", "--catalog", "lab", "--json"], NO_STATS),
-    (["gates", "--help"], NO_STATS),
+    (["--version"], BARE),
+    (["--help"], NO_PYDANTIC),
+    ([], NO_PYDANTIC),  # no arguments: the help
+    (["gates", "--list"], NO_PYDANTIC),
+    (["gates", "--list", "--catalog", "lab", "--json"], NO_PYDANTIC),
+    (["gates", "--help"], NO_PYDANTIC),
     (["plan", "--playbook", "lab-sweep"], NO_PLOTS),
     (["plan", "--playbook", "lab-sweep", "--detect", "10%", "--json"], NO_PLOTS),
     (["plan", "--help"], NO_PLOTS),
@@ -86,6 +91,13 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _imported(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[set[str], str]:
+    """The top-level packages the command imported, and what it printed."""
+    modules, stdout = _modules(args, inputs, tmp_path)
+    return {m.split(".")[0] for m in modules}, stdout
+
+
+def _modules(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[set[str], str]:
+    """Every module (dotted name) the command imported, and what it printed."""
     out = tmp_path / "modules.json"
     argv = [a.format(**inputs) for a in args]
     done = subprocess.run(
@@ -99,7 +111,7 @@ def _imported(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[
     )
     # --help with no arguments exits 2 (typer's no_args_is_help); everything else succeeds.
     assert done.returncode == (2 if not args else 0), done.stdout + done.stderr
-    return {m.split(".")[0] for m in json.loads(out.read_text())}, done.stdout
+    return set(json.loads(out.read_text())), done.stdout
 
 
 @pytest.mark.parametrize(("args", "banned"), CASES, ids=lambda v: " ".join(v) if v else "-")
@@ -109,6 +121,27 @@ def test_command_imports_only_what_it_needs(
     modules, stdout = _imported(args, inputs, tmp_path)
     assert not modules & set(banned), f"abtest {' '.join(args)} imported {modules & set(banned)}"
     assert stdout.strip(), "the command printed nothing"
+
+
+# Modules of packages these commands do import, deferred to where they are needed (issue 43).
+DEFERRED: list[tuple[list[str], tuple[str, ...]]] = [
+    # the command modules, the catalog and its factor kinds; typer's pydantic adapters
+    (["--version"], ("abtest.cli.gates", "abtest.config.catalog", "typer._adapters")),
+    # the playbook and profile parser (abtest.cli.options imports it only for with_kube)
+    (["gates", "--list"], ("abtest.app.profiles", "abtest.config.playbook", "typer._adapters")),
+    (["gates", "--list", "--json"], ("abtest.app.profiles", "abtest.config.playbook")),
+]
+
+
+@pytest.mark.parametrize(("args", "deferred"), DEFERRED, ids=lambda v: " ".join(v))
+def test_start_up_defers_what_it_does_not_use(
+    args: list[str], deferred: tuple[str, ...], inputs: dict[str, str], tmp_path: Path
+) -> None:
+    modules, stdout = _modules(args, inputs, tmp_path)
+    assert not modules & set(deferred), (
+        f"abtest {' '.join(args)} imported {modules & set(deferred)}"
+    )
+    assert "abtest.cli.main" in modules and stdout.strip()
 
 
 def test_a_sweep_command_still_loads_its_module(inputs: dict[str, str], tmp_path: Path) -> None:
