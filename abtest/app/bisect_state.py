@@ -180,8 +180,16 @@ class _Fields:
 
 
 def _text(f: _Fields, key: str, value: Any) -> str:
+    """A name or a path: no control character (it would reach a terminal or a file name) and
+    no lone surrogate (no file system or terminal encodes one)."""
     if not isinstance(value, str) or not value:
         f.fail(key, f"expected a non-empty string, got {_type(value)}")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        f.fail(key, f"{_type(value)} holds a control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        f.fail(key, f"{_type(value)} holds a lone surrogate")
     return value
 
 
@@ -220,6 +228,8 @@ def parse_settings(root: str, value: Any) -> Settings:
     builds = _builds(f)
     max_blocks = f.number("max_blocks", num.MAX_ROUNDS)
     first_look = f.number("first_look", num.ROUNDS)
+    if first_look > max_blocks:
+        f.fail("first_look", f"{first_look} is above max_blocks {max_blocks}")
     f.via("first_look", look_schedule, first_look, max_blocks)
     metric = f.text("metric")
     if metric not in METRICS.values():
@@ -296,7 +306,8 @@ def _measurements(
         if builds != expected:
             f.fail("builds", _unexpected(settings, builds, expected))
         if entry.get("record") is None:
-            pending = Pending(index, run, f.number("wall_s", WALL_S) if "wall_s" in entry else 0.0)
+            spent = float(f.number("wall_s", WALL_S)) if "wall_s" in entry else 0.0
+            pending = Pending(index, run, spent)
         else:
             records.append(parse_record(root, settings, run, index, entry["record"], expected))
     return StoredBisection(root, settings, tuple(records), pending)
