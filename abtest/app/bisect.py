@@ -77,7 +77,7 @@ def settings_of(req: BisectRequest, releases: Callable[..., list[BuildName]] | N
     metric = check_metric(req.metric or DEFAULT_METRIC, "--metric")
     size = check_size(req.size if req.size is not None else pb.sizes[0], pb, "--size")
     max_blocks = req.max_blocks or pb.max_rounds
-    num.MAX_ROUNDS.check(max_blocks, "--max-blocks", "at least 2")
+    num.MAX_ROUNDS.check(max_blocks, "--max-blocks")
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     builds = build_range(req.good, req.bad, req.builds, releases or served_builds)
     return Settings(
@@ -207,7 +207,7 @@ def _shown(value: object, folders: bool = False) -> str:
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
         name, folder = value
         if name.startswith("v"):  # a build (name, series folder)
-            return str(folder) if folders else name
+            return f"{name} (folder {folder})" if folders else name
     if isinstance(value, tuple):
         return ",".join(_shown(v, folders) for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -428,3 +428,43 @@ def test_the_stored_options_and_this_commands_own_are_accepted(
     assert (out["bisection"], out["verdict"], out["culprit"]) == (source.root, "CULPRIT", "v1.36.0")
     assert f"resuming bisection {source.root}: 3 measurement(s) decided" in done.err
     assert _runs(imported) == len(source.runs)
+
+
+def _renamed(old: str, new: str, folder: str) -> Callable[[Entries], None]:
+    """The build ``old`` called ``new`` everywhere, a series in ``folder`` (a whole, consistent
+    state: only the folder can differ from what a resume is given)."""
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: rename(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        return new if value == old else value
+
+    def change(entries: Entries) -> None:
+        for index, entry in list(entries.items()):
+            entries[index].update(rename(entry))
+        pairs = entries[0]["settings"]["builds"]
+        pairs[-1][1] = folder
+
+    return change
+
+
+@pytest.mark.usefixtures("no_node")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_series_folder_other_than_the_stored_one_is_refused_by_its_folder(
+    backend: str, source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    (tmp_path / PROFILE_FILE).write_text(NODE_PROFILE)
+    db = _db(backend, tmp_path, request)
+    kept, given = tmp_path / "kept" / "demo", tmp_path / "other" / "demo"
+    change = _renamed("v1.36.3", "v1.36.3+demo", str(kept))
+    crafted(source, db, "sql", change, tmp_path, capsys)
+    args = ["bisect", "--resume", source.root, "--bad", f"v1.36.3+{given}"]
+    line = refused(args, db, (), tmp_path, capsys)
+    assert line.startswith(
+        f"abtest: error: --bad: v1.36.3+demo (folder {given}) differs from the bad end "
+        f"bisection {source.root} stored, v1.36.3+demo (folder {kept})"
+    ), line
+    assert _runs(db) == len(source.runs)
