@@ -3,13 +3,14 @@ each build's time with its interval along the range.
 
 A bisection's runs carry a ``bisect`` entry in their stored plan (the first run, the endpoint
 confirmation, also the request); :class:`StepRecord` is that entry's decision part, written by
-`abtest bisect` when a measurement decides and read back for ``--resume`` and `abtest report`.
+`abtest bisect` when a measurement decides and read back, checked whole, for ``--resume`` and
+`abtest report` (:mod:`abtest.app.bisect_state`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ import pandas as pd
 from abtest.stats.intervals import one_sample_t
 
 ENTRY = "bisect"  # the plan_json key every run of a bisection carries
+KIND = "bisect"  # the kind of every run of a bisection
 VERDICTS = ("CULPRIT", "NOT_CONFIRMED", "SPREAD", "UNRESOLVED", "UNFINISHED")
 
 
@@ -71,27 +73,6 @@ class StepRecord:
             "wall_s": self.wall_s,
             "level": self.level,
         }
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> StepRecord:
-        spans = tuple(
-            (str(n), Span(float(e), _opt(lo), _opt(hi))) for n, e, lo, hi in data["spans"]
-        )
-        return StepRecord(
-            int(data["index"]),
-            str(data["run_id"]),
-            tuple(str(b) for b in data["builds"]),
-            str(data["outcome"]),
-            spans,
-            int(data["blocks"]),
-            int(data["looks"]),
-            float(data["wall_s"]),
-            float(data["level"]),
-        )
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)

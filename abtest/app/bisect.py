@@ -13,16 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from abtest.analysis.bisect import (
-    ENTRY,
-    BisectModel,
-    StepRecord,
-    build_times,
-    conclude,
-)
+from abtest.analysis.bisect import BisectModel, build_times, conclude
 from abtest.app.bisect_builds import (
     Builder,
     LabBuilder,
@@ -31,6 +24,17 @@ from abtest.app.bisect_builds import (
     lab_profile,
     served_builds,
 )
+from abtest.app.bisect_state import (
+    METRICS,
+    Settings,
+    StoredBisection,
+    check_metric,
+    check_size,
+    read_bisection,
+    stored_form,
+    stored_playbook,
+)
+from abtest.config import numbers as num
 from abtest.config.kubelet_series import BuildName, parse_build_name
 from abtest.config.margin import check_margin
 from abtest.config.playbook import NodeProfile, load_playbook
@@ -40,19 +44,21 @@ from abtest.store.db import DbTarget, Store
 if TYPE_CHECKING:  # the node layer is imported only when a bisection runs
     from abtest.engine.nodekit import NodeKit
 
-#: --metric names and the rounds column each decides on
-METRICS = {"batch-ready": "batch_ready_s", "p95": "p95_s"}
 Say = Callable[[str], None]
+#: what a new bisection uses when the option is not given (on --resume: the stored one)
+DEFAULT_PLAYBOOK, DEFAULT_PROFILES, DEFAULT_METRIC = "lab-regression", ("lab",), "batch-ready"
 
 
 @dataclass(frozen=True)
 class BisectRequest:
+    """The command line; None (or empty) is an option not given."""
+
     good: str | None = None
     bad: str | None = None
     builds: tuple[str, ...] = ()
-    playbook: str = "lab-regression"
-    profiles: tuple[str, ...] = ("lab",)
-    metric: str = "batch-ready"
+    playbook: str | None = None
+    profiles: tuple[str, ...] = ()
+    metric: str | None = None
     size: int | None = None
     max_blocks: int | None = None
     margin_pct: float | None = None
@@ -64,59 +70,21 @@ class BisectRequest:
     db: DbTarget = None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What the whole search uses, as stored in its first run (so --resume is the same)."""
-
-    builds: tuple[tuple[str, str | None], ...]  # (name, series folder or None)
-    playbook: str
-    profiles: tuple[str, ...]
-    metric: str
-    size: int
-    margin_pct: float
-    confidence: float
-    first_look: int
-    max_blocks: int
-    seed: int
-
-    def build(self, name: str) -> BuildName:
-        folder = dict(self.builds)[name]
-        found = parse_build_name(name, "bisection build", paths=False)
-        return (
-            found
-            if folder is None
-            else BuildName(found.release, found.series, Path(folder), found.prefix)
-        )
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.builds)
-
-
 def settings_of(req: BisectRequest, releases: Callable[..., list[BuildName]] | None) -> Settings:
     """The request checked whole (range, metric, size, blocks) before anything runs."""
-    pb = load_playbook(req.playbook)
-    if req.metric not in METRICS:
-        raise UserError(
-            f"unknown metric {req.metric!r}", "--metric", f"one of {', '.join(METRICS)}"
-        )
-    size = req.size if req.size is not None else pb.sizes[0]
-    if size not in pb.sizes:
-        raise UserError(
-            f"size {size} is not in playbook {pb.name}",
-            "--size",
-            f"the playbook measures {', '.join(map(str, pb.sizes))} pods",
-        )
+    playbook = req.playbook or DEFAULT_PLAYBOOK
+    pb = load_playbook(playbook)
+    metric = check_metric(req.metric or DEFAULT_METRIC, "--metric")
+    size = check_size(req.size if req.size is not None else pb.sizes[0], pb, "--size")
     max_blocks = req.max_blocks or pb.max_rounds
-    if max_blocks < 2:
-        raise UserError(f"--max-blocks {max_blocks} is below 2", "--max-blocks", "at least 2")
+    num.MAX_ROUNDS.check(max_blocks, "--max-blocks")
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     builds = build_range(req.good, req.bad, req.builds, releases or served_builds)
     return Settings(
-        tuple((b.name, str(b.folder) if b.folder and b.series else None) for b in builds),
-        req.playbook,
-        req.profiles,
-        METRICS[req.metric],
+        tuple(stored_form(b) for b in builds),
+        playbook,
+        req.profiles or DEFAULT_PROFILES,
+        metric,
         size,
         margin,
         pb.confidence,
@@ -141,16 +109,17 @@ def run_bisect(
     # imported here: the node and cluster layers cost `bisect --help` and bad input seconds
     from abtest.app.bisect_search import Search
 
-    root: str | None = None
-    records: list[StepRecord] = []
+    stored: StoredBisection | None = None
     if req.resume:
         if not Store.exists(req.db):
             raise UserError("no results database here", "--db", "give the bisection's --db")
         with Store(req.db) as store:
-            root, settings, records = load_bisection(store, req.resume)
+            stored = read_bisection(store, req.resume)  # checked whole, or refused
+        refuse_changed_options(req, stored)
+        settings, pb = stored.settings, stored_playbook(stored)
     else:
         settings = settings_of(req, releases)  # checked whole before a database is opened
-    pb = load_playbook(settings.playbook)
+        pb = load_playbook(settings.playbook)
     nodes = nodes or _nodes(req, settings)
     chosen = builder or (
         LabBuilder() if all(lab_profile(n.kubelet_builds_dir) for n in nodes) else PlacedBuilder()
@@ -159,7 +128,7 @@ def run_bisect(
     with Store(req.db) as store:
         search = Search(store, settings, pb, nodes, chosen, say, kit, req.accept_new_host_key)
         try:
-            search.run(root, records)
+            search.run(stored)
         except UserError:
             raise
         except BaseException as exc:  # an interruption, a lost node, a bug: the same hint
@@ -177,75 +146,77 @@ def run_bisect(
 def _nodes(req: BisectRequest, settings: Settings) -> tuple[NodeProfile, ...]:
     from abtest.app.profiles import load_profiles
 
-    names = req.profiles if not req.resume else settings.profiles
-    return load_profiles(names, req.kubeconfig, req.context)
+    return load_profiles(settings.profiles, req.kubeconfig, req.context)
 
 
-def load_bisection(store: Store, run_id: str) -> tuple[str, Settings, list[StepRecord]]:
-    """A stored bisection's settings and decided measurements, from its first run's id."""
-    entry = store.runs.plan(run_id).get(ENTRY)
-    if not isinstance(entry, dict) or "settings" not in entry:
+def refuse_changed_options(req: BisectRequest, stored: StoredBisection) -> None:
+    """--resume measures with the stored range and settings: an option given again must say
+    the same, else UserError naming it and what is stored (docs/bisect.md). --kubeconfig,
+    --context and --accept-new-host-key are this command's (how to reach the cluster and the
+    node, not what is measured) and are not compared."""
+    for flag, value, kept, what in _given(req, stored.settings):
+        if value == kept:
+            continue
+        shown, stored_shown = _shown(value), _shown(kept)
+        if shown == stored_shown:  # the same names: the series' folders differ
+            shown, stored_shown = _shown(value, folders=True), _shown(kept, folders=True)
         raise UserError(
-            f"run {run_id} is not a bisection",
-            "--resume",
-            "give the first run `abtest bisect` printed (kind bisect, see `abtest runs`)",
+            f"{shown} differs from the {what} bisection {stored.root} stored, {stored_shown}",
+            flag,
+            f"leave {flag} out to go on with the stored one, or start a new bisection",
         )
-    s = entry["settings"]
-    try:
-        settings = Settings(
-            tuple((str(n), None if f is None else str(f)) for n, f in s["builds"]),
-            str(s["playbook"]),
-            tuple(str(p) for p in s["profiles"]),
-            str(s["metric"]),
-            int(s["size"]),
-            float(s["margin_pct"]),
-            float(s["confidence"]),
-            int(s["first_look"]),
-            int(s["max_blocks"]),
-            int(s["seed"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(
-            f"run {run_id}'s bisection entry is malformed ({type(exc).__name__})", "--resume"
-        ) from None
-    return run_id, settings, records_of(store, run_id)
 
 
-def records_of(store: Store, root: str) -> list[StepRecord]:
-    """The decided measurements of the bisection ``root``, in order (undecided ones: none)."""
-    found = []
-    for _run, entry in store.runs.with_plan_entry("bisect", ENTRY):
-        if isinstance(entry, dict) and entry.get("root") == root and entry.get("record"):
-            found.append(StepRecord.from_json(entry["record"]))
-    return sorted(found, key=lambda r: r.index)
+def _given(req: BisectRequest, s: Settings) -> list[tuple[str, object, object, str]]:
+    """(flag, value given, value stored, what it is) of each option given, read as a new
+    bisection reads it (the same checks: a bad value is refused as it would be there)."""
+
+    def form(text: str, flag: str) -> tuple[str, str | None]:
+        return stored_form(parse_build_name(text, flag))
+
+    names = {col: name for name, col in METRICS.items()}
+    given: list[tuple[str, object, object, str]] = []
+    if req.builds:
+        listed = tuple(form(b, "--builds") for b in req.builds)
+        given.append(("--builds", listed, s.builds, "range"))
+    if req.good:
+        given.append(("--good", form(req.good, "--good"), s.builds[0], "good end"))
+    if req.bad:
+        given.append(("--bad", form(req.bad, "--bad"), s.builds[-1], "bad end"))
+    if req.playbook:
+        given.append(("--playbook", req.playbook, s.playbook, "playbook"))
+    if req.profiles:
+        given.append(("--profile", req.profiles, s.profiles, "profiles"))
+    if req.metric:
+        check_metric(req.metric, "--metric")
+        given.append(("--metric", req.metric, names[s.metric], "metric"))
+    if req.margin_pct is not None:
+        given.append(("--margin", check_margin(req.margin_pct, "--margin"), s.margin_pct, "margin"))
+    for flag, value, kept, what in (
+        ("--size", req.size, s.size, "size"),
+        ("--max-blocks", req.max_blocks, s.max_blocks, "cap of blocks"),
+        ("--seed", req.seed, s.seed, "seed"),
+    ):
+        if value is not None:
+            given.append((flag, value, kept, what))
+    return given
 
 
-def pending_run(store: Store, root: str, index: int) -> str | None:
-    """The run of measurement ``index`` that started but did not decide (to resume), if any."""
-    for run, entry in store.runs.with_plan_entry("bisect", ENTRY):
-        if isinstance(entry, dict) and entry.get("root") == root and entry.get("index") == index:
-            return run
-    return None
-
-
-def settings_json(settings: Settings) -> dict[str, Any]:
-    return {
-        "builds": [list(b) for b in settings.builds],
-        "playbook": settings.playbook,
-        "profiles": list(settings.profiles),
-        "metric": settings.metric,
-        "size": settings.size,
-        "margin_pct": settings.margin_pct,
-        "confidence": settings.confidence,
-        "first_look": settings.first_look,
-        "max_blocks": settings.max_blocks,
-        "seed": settings.seed,
-    }
+def _shown(value: object, folders: bool = False) -> str:
+    """A value as the option reads: builds by name (or by folder), lists joined."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        name, folder = value
+        if name.startswith("v"):  # a build (name, series folder)
+            return f"{name} (folder {folder})" if folders else name
+    if isinstance(value, tuple):
+        return ",".join(_shown(v, folders) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def bisection_model(store: Store, root: str, done: bool = True) -> BisectModel:
     """The model of a stored bisection (for the command's last lines and `abtest report`)."""
-    _, settings, records = load_bisection(store, root)
+    stored = read_bisection(store, root)
+    settings, records = stored.settings, stored.records
     names = settings.names
     frames = []
     for r in records:

@@ -86,7 +86,7 @@ def build_range(
                     "--builds",
                     "give the list from the good build to the bad one, or leave out --good/--bad",
                 )
-        return _checked(listed)
+        return checked_range(listed)
     if not (good and bad):
         raise UserError(
             "name the range", "abtest bisect", "give --good A --bad B, or --builds B1,B2,..."
@@ -99,7 +99,7 @@ def build_range(
         whole = series_prefixes(replace(b, prefix=None))
         chain = [x.name for x in whole]
         if g.name in chain and b.name in chain and chain.index(g.name) < chain.index(b.name):
-            return _checked(whole[chain.index(g.name) : chain.index(b.name) + 1])
+            return checked_range(whole[chain.index(g.name) : chain.index(b.name) + 1])
     if g.series is None and b.series is None:
         if g.release > b.release:
             raise UserError(
@@ -113,7 +113,7 @@ def build_range(
                     flag,
                     "name a served release",
                 )
-        return _checked(served)
+        return checked_range(served)
     raise UserError(
         f"no range from {g} to {b} can be made",
         "--good/--bad",
@@ -129,7 +129,9 @@ def served_builds(good: BuildName, bad: BuildName) -> list[BuildName]:
     return [BuildName(r) for r in served_releases(good.release, bad.release)]
 
 
-def _checked(builds: list[BuildName]) -> list[BuildName]:
+def checked_range(builds: list[BuildName]) -> list[BuildName]:
+    """The range if it can be bisected: each build once, and one at least between the ends
+    (the rule a stored bisection's range is held to as well)."""
     names = [b.name for b in builds]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from abtest.analysis.bisect import ENTRY, Span, StepRecord, conclude
-from abtest.app.bisect import Settings, pending_run, settings_json
 from abtest.app.bisect_builds import Builder
+from abtest.app.bisect_state import Pending, Settings, StoredBisection, settings_json
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.bisect_steps import (
     BisectSetup,
@@ -45,6 +45,7 @@ class Search:
             kit,
         )
         self.root: str | None = None
+        self.pending: Pending | None = None
         self.setup = BisectSetup(
             playbook,
             tuple(nodes),
@@ -59,14 +60,17 @@ class Search:
             accept_new_host_key,
         )
 
-    def run(self, root: str | None, records: list[StepRecord]) -> None:
-        """Replay the decided ``records`` (a resumed search), then measure until it ends."""
-        self.root = root
+    def run(self, stored: StoredBisection | None) -> None:
+        """Replay a resumed search's decided records (checked whole when read), then measure
+        until it ends."""
+        self.pending = stored.pending if stored else None
+        self.root = stored.root if stored else None
         names = self.settings.names
+        records = list(stored.records) if stored else []
         if not records:
             records = [self._confirm()]
-        elif root:
-            self.say(f"resuming bisection {root}: {len(records)} measurement(s) decided")
+        elif stored:
+            self.say(f"resuming bisection {stored.root}: {len(records)} measurement(s) decided")
         if records[0].outcome != "FAIL":
             self.say(conclude(names, records, True).message)
             return
@@ -107,11 +111,10 @@ class Search:
 
     def _resumed(self, index: int) -> tuple[str | None, float]:
         """The undecided run of measurement ``index`` and the node time it had spent."""
-        run = pending_run(self.store, self.root, index) if self.root else None
-        if run is None:
+        pending = self.pending
+        if pending is None or pending.index != index:
             return None, 0.0
-        spent = self.store.runs.plan(run).get(ENTRY, {}).get("wall_s", 0.0)
-        return run, float(spent) if isinstance(spent, int | float) else 0.0
+        return pending.run_id, pending.wall_s
 
     def _record(self, rec: StepRecord) -> StepRecord:
         entry = self.store.runs.plan(rec.run_id).get(ENTRY, {})

@@ -9,7 +9,13 @@ from typing import Annotated
 
 import typer
 
-from abtest.app.bisect import METRICS, BisectRequest, run_bisect
+from abtest.app.bisect import (
+    DEFAULT_METRIC,
+    DEFAULT_PLAYBOOK,
+    BisectRequest,
+    run_bisect,
+)
+from abtest.app.bisect_state import METRICS
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json
 from abtest.config import numbers as num
@@ -30,11 +36,17 @@ def bisect(
             "--builds", help="The ordered builds, good first, comma-separated (instead of a range)."
         ),
     ] = None,
-    playbook: o.Playbook = "lab-regression",
+    playbook: Annotated[
+        str | None,
+        typer.Option("--playbook", help=f"Playbook name or path (default: {DEFAULT_PLAYBOOK})."),
+    ] = None,
     profile: o.Profiles = None,
     metric: Annotated[
-        str, typer.Option("--metric", help=f"What decides: {' or '.join(METRICS)}.")
-    ] = "batch-ready",
+        str | None,
+        typer.Option(
+            "--metric", help=f"What decides: {' or '.join(METRICS)} (default: {DEFAULT_METRIC})."
+        ),
+    ] = None,
     size: Annotated[
         int | None,
         typer.Option(
@@ -53,7 +65,12 @@ def bisect(
     seed: o.Seed = None,
     resume: Annotated[
         str | None,
-        typer.Option("--resume", help="Go on with a stopped bisection (its first run's id)."),
+        typer.Option(
+            "--resume",
+            help="Go on with a stopped bisection (its first run's id), with its stored range and "
+            "settings: an option given again must match them (only --kubeconfig, --context and "
+            "--accept-new-host-key are this command's).",
+        ),
     ] = None,
     accept_new_host_key: o.AcceptNewHostKey = False,
     db: o.Db = None,
@@ -76,7 +93,7 @@ def bisect(
         bad=bad,
         builds=tuple(b.strip() for b in (builds or "").split(",") if b.strip()),
         playbook=playbook,
-        profiles=tuple(profile or ("lab",)),
+        profiles=tuple(profile or ()),
         metric=metric,
         size=size,
         max_blocks=max_blocks,

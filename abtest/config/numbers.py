@@ -100,6 +100,16 @@ def probability_problem(value: object) -> str | None:
     return None
 
 
+def confidence_problem(value: object) -> str | None:
+    """A gate's confidence (a playbook's ``confidence``, and what a stored bisection kept of
+    it) lies in [0.5, 1): below a coin's it decides nothing, at 1 its intervals are infinite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"expected a number, got {_shown(value)}"
+    if not (math.isfinite(value) and 0.5 <= value < 1):
+        return "must be in [0.5, 1)"
+    return None
+
+
 def check_probability(value: object, where: str, todo: str = "e.g. 0.05") -> float:
     if problem := probability_problem(value):
         raise UserError(problem, where, todo)

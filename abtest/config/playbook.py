@@ -184,8 +184,8 @@ def parse_playbook(path: Path) -> Playbook:
     if problem := namespace_problem(namespace):
         raise top.error("namespace", problem, "use a DNS-1123 label")
     confidence = top.number("confidence", default=0.95)
-    if not 0.5 <= confidence < 1:
-        raise top.error("confidence", "must be in [0.5, 1)")
+    if problem := num.confidence_problem(confidence):
+        raise top.error("confidence", problem)
     metrics = top.str_list("metrics", default=["batch_ready_s", "p50_s", "p95_s", "p99_s"])
     for m in metrics:
         if m not in ("batch_ready_s", "p50_s", "p95_s", "p99_s"):

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from abtest.analysis.bisect import KIND
 from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
@@ -29,7 +30,6 @@ from abtest.stats.bisect import MORE, StepLook, cells_of, step_look
 from abtest.stats.regression import Decision
 from abtest.store.db import Store
 
-KIND = "bisect"  # every run of a bisection has this kind
 T = TypeVar("T")
 
 
