@@ -1,8 +1,10 @@
 """Kubelets of a release plus a patch series (``v1.36.3+agc``), built from the Go module proxy.
 
 The release's module source (``k8s.io/kubernetes@vX.Y.Z`` in the Go module cache) is copied to
-a work tree, the series' patches are applied to the copy in order with ``git apply`` (each
-checked first: a patch that does not apply stops everything, naming its first failing hunk),
+a work tree, the series' patches are read and checked again (the text checked is the text
+applied) and applied to the copy in order with ``git apply`` (its own safety on, none of the
+user's git config; each checked first: a patch that does not apply stops everything, naming
+its first failing hunk),
 and the kubelet is built from the copy through the release's throwaway module (the staging
 modules pinned as for the upstream build) with ``k8s.io/kubernetes`` replaced by the copy.
 ``-trimpath`` keeps the Go build cache valid across copies, so a rebuild after one patch

@@ -44,8 +44,15 @@ MIXED = (
 )
 # git writes to the shorter name when the other only adds to it
 PLAIN_ORIG = "--- a/pkg/x\n+++ b/pkg/x.orig\n@@ -1 +1 @@\n-a\n+b\n"
+DELETE_AND_COPY = (
+    "diff --git a/pkg/x b/pkg/x\ndeleted file mode 100644\nindex 1111111..0000000\n"
+    "--- a/pkg/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"
+    "diff --git a/pkg/c b/pkg/d\nsimilarity index 80%\ncopy from pkg/c\ncopy to pkg/d\n"
+    "--- a/pkg/c\n+++ b/pkg/d\n@@ -1 +1 @@\n-a\n+b\n"
+)
 CORPUS = {
     "mixed": MIXED,
+    "delete-and-copy": DELETE_AND_COPY,
     "plain-orig": PLAIN_ORIG,
     "good": GOOD,
     "mail": PREAMBLE + GOOD + "-- \n2.43.0\n",
