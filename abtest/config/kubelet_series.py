@@ -14,9 +14,11 @@ node's checks allow, so the node reports the prefix's whole name. It is loaded a
 those patches (named ``agc.p2``), so its digest, cache and ``source.json`` are its own. A series
 name ending in ``.pN`` is therefore reserved: it always means a prefix.
 
-Everything here is checked before anything is copied or built: the series' release, that every
-patch is a diff, the gates the patches register (a gate upstream already has is a clash).
-Whether each patch applies is for the lab's builder, which has the release's source.
+Everything here is checked before anything is copied or built: the series' release, and each
+patch read as ``git apply`` reads it (:mod:`abtest.config.series_patches`: every path inside
+the source tree, no symlink, each gate registered once). A gate upstream already has (a clash)
+and whether each patch applies are for the lab's builder, which has the release's source; it
+applies the text :func:`checked_again` checked, not the folder as it is when git runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from pathlib import Path
 
 from abtest.config.datafiles import data_dir
 from abtest.config.domain import Release, parse_release
-from abtest.config.yaml_input import load_yaml_file, read_text
+from abtest.config.series_patches import Patch, read_patches
+from abtest.config.yaml_input import load_yaml_file
 from abtest.errors import UserError
 
 SERIES_FILE = "series.yaml"
@@ -40,28 +43,11 @@ _RELEASE_SHAPE = re.compile(r"v?\d{1,3}\.\d{1,3}\.\d{1,3}")
 _PATCH_SUFFIXES = (".patch", ".diff")
 # files a series folder may hold besides its patches
 _NOT_PATCHES = {SERIES_FILE, "README.md", "README"}
-# a feature gate a patch registers in pkg/features: `+\tName featuregate.Feature = "Name"`
-_ADDED_GATE = re.compile(r'^\+\s*([A-Z][A-Za-z0-9]+)\s+featuregate\.Feature\s*=\s*"\1"', re.M)
 _GATE_CONST = re.compile(r'^\s*([A-Z][A-Za-z0-9]+)\s+featuregate\.Feature\s*=\s*"\1"', re.M)
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
-_FILE_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
 SERIES_TODO = (
     "a series folder holds series.yaml (release: vX.Y.Z) and unified diffs named "
     "NNNN-what.patch, applied in name order; see kubelet-patches/README.md"
 )
-
-
-@dataclass(frozen=True)
-class Patch:
-    """One unified diff of a series."""
-
-    file: str
-    sha256: str
-    files: tuple[str, ...]  # the source files it changes
-    gates: tuple[str, ...]  # the feature gates it registers
-
-    def to_dict(self) -> dict[str, object]:
-        return {"file": self.file, "sha256": self.sha256, "files": list(self.files)}
 
 
 @dataclass(frozen=True)
@@ -84,9 +70,6 @@ class PatchSeries:
     @property
     def gates(self) -> tuple[str, ...]:
         return tuple(g for p in self.patches for g in p.gates)
-
-    def patch_paths(self) -> list[Path]:
-        return [self.folder / p.file for p in self.patches]
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -210,19 +193,10 @@ def load_series(build: BuildName) -> PatchSeries:
             str(folder / SERIES_FILE),
             f"build it as {release}+{build.series}, or port its patches to {build.release}",
         )
-    patches = tuple(_read_patch(p) for p in _patch_files(folder))
-    if not patches:
+    files = _patch_files(folder)
+    if not files:
         raise UserError(f"series folder {folder} has no patches", str(build), SERIES_TODO)
-    seen: dict[str, str] = {}
-    for p in patches:
-        for gate in p.gates:
-            if gate in seen:
-                raise UserError(
-                    f"feature gate {gate} is registered by both {seen[gate]} and {p.file}",
-                    str(folder),
-                    "register each gate in one patch",
-                )
-            seen[gate] = p.file
+    patches = read_patches(build.series, folder, files)
     if build.prefix is None:
         return PatchSeries(build.series, folder, release, patches)
     if build.prefix >= len(patches):
@@ -233,6 +207,22 @@ def load_series(build: BuildName) -> PatchSeries:
             f"{build.release}+{build.series} is the whole series",
         )
     return PatchSeries(build.series_name or "", folder, release, patches[: build.prefix])
+
+
+def checked_again(series: PatchSeries) -> tuple[Patch, ...]:
+    """The series' patches read from its folder again and checked whole: what a build applies
+    is the text checked here, not whatever the folder holds by the time git runs. A patch
+    that changed since the series was loaded is refused (the build is cached by the old one)."""
+    paths = [series.folder / p.file for p in series.patches]
+    patches = read_patches(series.name, series.folder, paths)
+    for loaded, now in zip(series.patches, patches, strict=True):
+        if loaded.sha256 != now.sha256:
+            raise UserError(
+                f"series {series.name}: {now.file} changed while the build was being prepared",
+                str(series.folder / now.file),
+                "build again once the series folder is not being edited",
+            )
+    return patches
 
 
 def series_prefixes(build: BuildName) -> list[BuildName]:
@@ -274,21 +264,6 @@ def _patch_files(folder: Path) -> list[Path]:
             )
         found.append(path)
     return found
-
-
-def _read_patch(path: Path) -> Patch:
-    text = read_text(path, "patch")
-    raw = text.encode()
-    files = tuple(dict.fromkeys(f for f in _FILE_HEADER.findall(text) if f != "/dev/null"))
-    if not files or not _HUNK.search(text) or "\0" in text:
-        raise UserError(
-            "not a unified diff (no '+++ b/FILE' header or no '@@' hunk)", str(path), SERIES_TODO
-        )
-    for f in files:
-        if f.startswith("/") or ".." in f.split("/"):
-            raise UserError(f"changes {f!r}, outside the source tree", str(path))
-    gates = tuple(dict.fromkeys(_ADDED_GATE.findall(text)))
-    return Patch(path.name, hashlib.sha256(raw).hexdigest(), files, gates)
 
 
 def upstream_gates(features_go: str) -> set[str]:

@@ -1,8 +1,10 @@
 """Kubelets of a release plus a patch series (``v1.36.3+agc``), built from the Go module proxy.
 
 The release's module source (``k8s.io/kubernetes@vX.Y.Z`` in the Go module cache) is copied to
-a work tree, the series' patches are applied to the copy in order with ``git apply`` (each
-checked first: a patch that does not apply stops everything, naming its first failing hunk),
+a work tree, the series' patches are read and checked again (the text checked is the text
+applied) and applied to the copy in order with ``git apply`` (its own safety on, none of the
+user's git config; each checked first: a patch that does not apply stops everything, naming
+its first failing hunk),
 and the kubelet is built from the copy through the release's throwaway module (the staging
 modules pinned as for the upstream build) with ``k8s.io/kubernetes`` replaced by the copy.
 ``-trimpath`` keeps the Go build cache valid across copies, so a rebuild after one patch
@@ -24,7 +26,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from abtest.config.kubelet_series import PatchSeries, gate_clashes, upstream_gates
+from abtest.config.kubelet_series import PatchSeries, checked_again, gate_clashes, upstream_gates
+from abtest.config.series_patches import Patch
 from abtest.errors import LabError, UserError
 from abtest.lab.binaries import (
     build_dir,
@@ -160,8 +163,11 @@ def _module_source(series: PatchSeries, base: Path, progress: BuildProgress) -> 
 
 
 def patched_tree(series: PatchSeries, source: Path) -> Path:
-    """A writable copy of the release's source with every patch applied, in order; a clash
-    with an upstream gate or a patch that does not apply is one UserError, nothing built."""
+    """A writable copy of the release's source with every patch applied, in order; a patch
+    the series check refuses (read again here: git applies the text checked, not the file as
+    it is later), a clash with an upstream gate or a patch that does not apply is one
+    UserError, nothing built. Nothing outside the copy is read or written."""
+    patches = checked_again(series)
     features = source / "pkg" / "features" / "kube_features.go"
     clashes = gate_clashes(series, upstream_gates(features.read_text()))
     if clashes:
@@ -176,40 +182,79 @@ def patched_tree(series: PatchSeries, source: Path) -> Path:
     for root, dirs, _files in os.walk(tree):
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)
-    for patch in series.patch_paths():
-        _apply(patch, tree, series)
+    for patch in patches:
+        _refuse_linked_paths(tree, patch, series)
+        git_apply(patch.text, tree, series.folder / patch.file, series)
     return tree
 
 
-def _apply(patch: Path, tree: Path, series: PatchSeries) -> None:
-    # the ceiling keeps git from finding a repository above the tree and applying there
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
+def _refuse_linked_paths(tree: Path, patch: Patch, series: PatchSeries) -> None:
+    """No path the patch reads or writes passes through (or is) a symlink in the copy: git
+    refuses to write beyond one too, but this says which patch, line and link."""
+    for change in patch.changes:
+        for path in dict.fromkeys(p for p in (change.old, change.new) if p is not None):
+            at = tree
+            for part in path.split("/"):
+                at = at / part
+                if at.is_symlink():
+                    raise UserError(
+                        f"series {series.name}: {path!r} passes through the symlink "
+                        f"{str(at.relative_to(tree))!r} in the release's source",
+                        f"{series.folder / patch.file} line {change.line}",
+                        "a series may change only regular files inside the source tree",
+                    )
+
+
+def git_apply(text: str, tree: Path, where: Path, series: PatchSeries) -> None:
+    """Apply one patch's text (given on stdin) to the work tree, checked whole first.
+
+    git's own safety stays on: no ``--unsafe-paths`` (a path outside the tree, with ``..`` or
+    under ``.git`` is refused), no ``--reject`` (a patch applies whole or not at all), ``-p1``
+    explicit (git guesses nothing for a plain diff). ``core.symlinks=false`` writes a symlink
+    a patch might still create as a plain file. git sees no repository above the tree, no
+    system or user config and no system attributes, so no hook, filter or alias of the
+    user's runs while a series is applied."""
+    argv = [
+        "git",
+        *("-c", "core.symlinks=false", "-c", "core.protectNTFS=true", "-c", "core.protectHFS=true"),
+        "apply",
+        "-p1",
+        "--whitespace=nowarn",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env |= {
+        "GIT_CEILING_DIRECTORIES": str(tree.parent),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ATTR_NOSYSTEM": "1",
+    }
     for check in (True, False):
         done = subprocess.run(
-            ["git", "apply", *(["--check"] if check else []), "--whitespace=nowarn", str(patch)],
+            [*argv, *(["--check"] if check else []), "-"],
             cwd=tree,
             env=env,
+            input=text.encode(),  # the checked bytes, whatever the locale's encoding
             capture_output=True,
-            text=True,
             check=False,
         )
         if done.returncode != 0:
+            failure = _first_failure(done.stderr.decode(errors="replace"))
             raise UserError(
-                f"does not apply to k8s.io/kubernetes {series.release}: {_first_failure(done)}",
-                str(patch),
+                f"does not apply to k8s.io/kubernetes {series.release}: {failure}",
+                str(where),
                 f"rebase the patch on {series.release} (patches apply in file-name order, each "
                 "on top of the ones before it)",
             )
 
 
-def _first_failure(done: subprocess.CompletedProcess[str]) -> str:
-    hunk = _FAILED_HUNK.search(done.stderr)
+def _first_failure(stderr: str) -> str:
+    hunk = _FAILED_HUNK.search(stderr)
     if hunk:
         return f"first failing hunk at {hunk.group(1)} line {hunk.group(2)}"
-    other = _ERROR.search(done.stderr)
+    other = _ERROR.search(stderr)
     if other:
         return other.group(1)
-    return (done.stderr.strip().splitlines() or ["git apply failed"])[0]
+    return (stderr.strip().splitlines() or ["git apply failed"])[0]
 
 
 def _series_module(series: PatchSeries, base: Path, tree: Path) -> Path:

@@ -108,8 +108,9 @@ def test_every_validator_refuses_a_trailing_newline_a_nul_and_an_empty_value(
         call(value)
 
 
-#: patterns that parse a command's output (leading blanks, a final newline), not checks
-PARSERS = {"_CLOCK_RE"}
+#: patterns that parse a command's output (leading blanks, a final newline), not checks; a
+#: diff's hunk header and an added gate line, which git and the series check read by prefix
+PARSERS = {"_CLOCK_RE", "_HUNK_HEAD", "_ADDED_GATE"}
 
 
 def _check_patterns() -> list[str]:
