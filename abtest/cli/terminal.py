@@ -43,9 +43,11 @@ def visible(text: str, *, lines: bool = True, encoding: str | None = None) -> st
     """``text`` as it may be written to a terminal: each character that is not printable
     (C0 and C1 controls, DEL, bidirectional overrides and other format characters, lone
     surrogates, unassigned code points) as its Python escape; a line break kept when
-    ``lines`` (a cell of a one-line value passes False); with ``encoding``, a character it
-    cannot encode (``é`` for ASCII) as its escape too. A backslash is kept as it is."""
+    ``lines`` (a CRLF as one; a cell of a one-line value passes False); with ``encoding``, a
+    character it cannot encode (``é`` for ASCII) as its escape too. A backslash is kept."""
     if not text.isprintable():
+        if lines:  # a config file's CRLF lines in a diff: line breaks, not a stray \r each
+            text = text.replace("\r\n", "\n")
         kept = _KEPT_ALWAYS | {"\n"} if lines else _KEPT_ALWAYS
         text = "".join(ch if ch.isprintable() or ch in kept else _escape(ch) for ch in text)
     if encoding is not None and not _is_utf(encoding):

@@ -222,6 +222,8 @@ def test_echo_shows_text_and_keeps_its_own_lines(capsys: pytest.CaptureFixture[s
         ("plain ascii", None, "plain ascii"),
         ("tab\tkept", None, "tab\tkept"),
         ("a\nb", None, "a\nb"),
+        ("crlf\r\nlines\r\n", None, "crlf\nlines\n"),
+        ("a lone\rreturn", None, "a lone\\rreturn"),
         ("del\x7f nul\x00", None, "del\\x7f nul\\x00"),
         ("surrogate \udcff", None, "surrogate \\udcff"),
         ("zero width \u200b joiner \u2066", None, "zero width \\u200b joiner \\u2066"),
