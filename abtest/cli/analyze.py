@@ -16,7 +16,7 @@ from abtest.app.analyze import analyze as analyze_rounds
 from abtest.cli import analyze_formats
 from abtest.cli import options as o
 from abtest.cli import sources as s
-from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.cli.render import console, echo, err_console, print_json, print_table
 from abtest.errors import UserError
 from abtest.report.fmt import detectable_cell, no_interval
 from abtest.stats import METRICS, Comparison
@@ -118,7 +118,7 @@ def _print_text(result: Analysis, out_format: str) -> None:
         if out_format == "md"
         else analyze_formats.to_csv(found)
     )
-    print(text, end="")
+    echo(text, nl=False)
     for arm, size in result.skipped:
         err_console.print(f"skipped {arm} at size {size}: no baseline rounds there")
 
@@ -183,4 +183,4 @@ def _print_tables(result: Analysis) -> None:
     for note in result.notes:
         console.print(f"note: {note}", highlight=False)
     for arm, size in result.skipped:
-        err_console.print(f"[yellow]skipped {arm} at size {size}: no baseline rounds there[/]")
+        err_console.print(f"skipped {arm} at size {size}: no baseline rounds there", style="yellow")

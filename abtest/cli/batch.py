@@ -9,7 +9,7 @@ import typer
 from abtest.app.batch import BatchRequest, single_batch
 from abtest.batch.model import RoundResult
 from abtest.cli import options as o
-from abtest.cli.render import console, err_console, print_json, print_table
+from abtest.cli.render import console, err_console, print_json, print_table, styled
 from abtest.config import numbers as num
 from abtest.config.playbook import load_profile
 
@@ -81,7 +81,7 @@ def batch(
         db=db,
     )
     done = single_batch(
-        request, say=lambda line: err_console.print(f"[dim]{line}[/]", highlight=False)
+        request, say=lambda line: err_console.print(line, style="dim", highlight=False)
     )
     if json_out:
         print_json(done.to_dict())
@@ -91,7 +91,11 @@ def batch(
 
 def _print(run_id: str, r: RoundResult) -> None:
     s = r.summary
-    verdict = "[green]accepted[/]" if r.accepted else f"[red]not accepted[/]: {r.reason}"
+    verdict = (
+        styled(("accepted", "green"))
+        if r.accepted
+        else styled(("not accepted", "red"), f": {r.reason}")
+    )
     print_table(
         f"run {run_id}: {r.size} pods on {r.node_name}",
         ["metric", "value"],
@@ -112,4 +116,4 @@ def _print(run_id: str, r: RoundResult) -> None:
     )
     console.print(verdict, highlight=False)
     for note in r.notes:
-        err_console.print(f"[yellow]note: {note}[/]", highlight=False)
+        err_console.print(f"note: {note}", style="yellow", highlight=False)

@@ -141,7 +141,7 @@ def gates(
     console.print(f"full report: abtest report {result.run_id} --format html")
     for node in result.nodes:
         for arm, why in node.failed_arms.items():
-            console.print(f"[yellow]arm {arm} failed on {node.node_name}: {why}[/yellow]")
+            console.print(f"arm {arm} failed on {node.node_name}: {why}", style="yellow")
 
 
 def _list(catalog_name: str, json_out: bool) -> None:

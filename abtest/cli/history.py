@@ -10,7 +10,7 @@ import typer
 from abtest.app.history import HistoryRequest
 from abtest.app.history import history as node_history
 from abtest.cli import options as o
-from abtest.cli.render import console, print_json
+from abtest.cli.render import console, echo, print_json
 from abtest.config.paths import check_output_dir, derived_dir
 from abtest.report.history import markdown, to_dict, write
 from abtest.stats.changepoints import MAX_PVALUE
@@ -80,7 +80,7 @@ def history(
     if json_out:
         print_json(to_dict(h))
     else:
-        typer.echo(markdown(h), nl=False)  # plain: a pipe gets the Markdown unwrapped
+        echo(markdown(h), nl=False)  # plain: a pipe gets the Markdown unwrapped
         console.print(f"written: {', '.join(str(p) for p in written)}", highlight=False)
     if h.alarms:
         raise typer.Exit(1)

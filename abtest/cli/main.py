@@ -20,6 +20,7 @@ from typer.main import get_command_from_info, get_group_from_info
 
 from abtest import __version__
 from abtest.cli import coercion
+from abtest.cli.terminal import sane_terminal_env, visible
 from abtest.errors import AbtestError, Interrupted, UserError
 
 if TYPE_CHECKING:
@@ -176,6 +177,12 @@ class LazyGroup(TyperGroup):
         finally:
             self.lazy.listing = False
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # before rich or typer read the width (a command's console, typer's help): a
+        # COLUMNS of 0 printed nothing at all, a TERMINAL_WIDTH of abc was a traceback
+        sane_terminal_env()
+        return super().main(*args, **kwargs)
+
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         with self._listing():
             super().format_help(ctx, formatter)
@@ -216,18 +223,25 @@ def _root(
     """A/B test kubelet feature gates and config fields on batch pod start-up."""
 
 
+def _say(text: str, colour: str, *, lines: bool = True) -> None:
+    """An error line on stderr: its names and values come from files and databases, so it is
+    shown as text (abtest.cli.terminal.visible), never as escapes the terminal obeys."""
+    shown = visible(text, lines=lines, encoding=getattr(sys.stderr, "encoding", None))
+    typer.secho(shown, err=True, fg=colour)
+
+
 def main() -> None:
     try:
         app()
     except UserError as exc:
         for line in exc.lines():  # one line each (an import's refused values)
-            typer.secho(f"abtest: error: {line}", err=True, fg="red")
+            _say(f"abtest: error: {line}", "red", lines=False)
         sys.exit(exc.exit_code)
     except Interrupted as exc:
         # The node was restored before this propagated (finally blocks in the node layer).
-        typer.secho(f"abtest: {exc}; the node was restored", err=True, fg="yellow")
+        _say(f"abtest: {exc}; the node was restored", "yellow")
         sys.exit(exc.exit_code)
     except AbtestError as exc:
         # Expected operational failures (node, cluster, lab): one line, their own exit code.
-        typer.secho(f"abtest: {type(exc).__name__}: {exc}", err=True, fg="red")
+        _say(f"abtest: {type(exc).__name__}: {exc}", "red")
         sys.exit(exc.exit_code)

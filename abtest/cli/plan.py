@@ -167,6 +167,7 @@ def _print_power(rows: list[PowerRow], confidence: float) -> None:
         )
     if any(not r.noise.from_history for r in rows):
         console.print(
-            "[yellow]no usable history for some sizes: their noise is the stated default "
-            "(paired log SD 0.10); a sweep on this node replaces it[/yellow]"
+            "no usable history for some sizes: their noise is the stated default "
+            "(paired log SD 0.10); a sweep on this node replaces it",
+            style="yellow",
         )

@@ -13,7 +13,7 @@ import typer
 from abtest.app.regress import GateRequest, run_gate
 from abtest.cli import options as o
 from abtest.cli import sources as s
-from abtest.cli.render import console, err_console, print_json
+from abtest.cli.render import console, echo, err_console, print_json
 from abtest.config import numbers as num
 from abtest.config.paths import write_output
 from abtest.errors import UserError
@@ -142,7 +142,7 @@ def regress(
         if json_out:
             print_json(report.to_dict())
         else:
-            typer.echo(describe_plan(report), nl=False)
+            echo(describe_plan(report), nl=False)
         raise typer.Exit(0)
     result = run_gate(request, say=say)
     _emit(result, junit, summary, json_out)

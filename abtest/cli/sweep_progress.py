@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from abtest.cli.render import err_console
+from abtest.cli.render import echo, err_console
+from abtest.cli.terminal import visible
 from abtest.config.paths import write_output
 from abtest.stats.means import ArmMean, arm_means
 
@@ -39,7 +40,7 @@ class SweepDisplay:
     def __enter__(self) -> SweepDisplay:
         if self.live:
             self.progress = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 TextColumn("{task.completed}/{task.total}"),
                 TimeElapsedColumn(),
@@ -60,7 +61,7 @@ class SweepDisplay:
             self.progress.console.print(text, highlight=False)
         else:
             stamp = time.strftime("%H:%M:%S")
-            print(f"[{stamp}] {text}", file=sys.stderr, flush=True)
+            echo(f"[{stamp}] {text}", err=True)
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "plan":
@@ -124,7 +125,7 @@ class SweepDisplay:
 
     def _describe(self, text: str) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=text)
+            self.progress.update(self.task, description=visible(text))
 
 
 def summary_rows(rounds: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:

@@ -14,6 +14,19 @@ from abtest.errors import UserError
 SQLITE_INT_MAX = 2**63 - 1  # a seed or count above this overflows the results database
 
 
+def finite(value: object) -> float | None:
+    """``value`` as a float when it is a number (never a boolean) a double holds finitely;
+    None for anything else: NaN, infinity (a file's ``1e400`` is read as infinity) and an
+    integer beyond a double (``math.isfinite`` raises OverflowError on 401 digits)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 @dataclass(frozen=True)
 class Range:
     """Allowed values of one kind of number; ``integer`` refuses floats and booleans."""
@@ -52,8 +65,21 @@ class Range:
 def _fmt(value: float) -> str:
     if isinstance(value, int):
         text = str(value)
-        return text if len(text) <= 20 else f"{float(value):.3g}"
+        if len(text) <= 20:
+            return text
+        digits = text.lstrip("-")  # as %.3g would, but float() cannot hold 401 digits
+        sign, rest = text[: len(text) - len(digits)], digits[1:3].rstrip("0")
+        return f"{sign}{digits[0]}{'.' if rest else ''}{rest}e+{len(digits) - 1}"
     return f"{value:g}"
+
+
+def shown_number(value: object) -> str:
+    """A value a number was expected for, as an error line may quote it: an integer of 401
+    digits as ``1.11e+400``, anything else as its repr cut to 40 characters."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _fmt(value)
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _shown(value: object) -> str:
@@ -95,8 +121,9 @@ def probability_problem(value: object) -> str | None:
     with everything."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"expected a probability, got {_shown(value)}"
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        return f"must be strictly between 0 and 1, got {value!r}"
+    if (number := finite(value)) is None or not 0.0 < number < 1.0:
+        shown = _fmt(value) if isinstance(value, int) else repr(value)
+        return f"must be strictly between 0 and 1, got {shown}"
     return None
 
 

@@ -23,13 +23,13 @@ says it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from abtest.config.numbers import finite, shown_number
 from abtest.errors import UserError
 from abtest.ingest.common import (
     ArmGlob,
@@ -100,17 +100,14 @@ def _item_values(item: dict[str, Any], path: Path) -> dict[str, float]:
     values: dict[str, float] = {}
     for key, column in COLUMNS.items():
         value = data.get(key) if isinstance(data, dict) else None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
+        number = finite(value)  # 401 digits or 1e400 (read as infinity) are no latency
+        if number is None or number <= 0:
             raise UserError(
-                f"{TRANSITION} {key} is {value!r}, expected a positive number of {unit}",
+                f"{TRANSITION} {key} is {shown_number(value)}, expected a positive number of "
+                f"{unit}",
                 str(path),
             )
-        values[column] = float(value) * scale
+        values[column] = number * scale
     return values
 
 

@@ -24,13 +24,13 @@ number of seconds give or take one: say so next to any table made from these rou
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from abtest.config.numbers import finite, shown_number
 from abtest.errors import UserError
 from abtest.ingest.common import (
     ArmGlob,
@@ -162,18 +162,14 @@ def _pod_latencies_s(path: Path, field: str) -> list[float]:
         if doc.get("churnMetric"):
             continue  # created during churn: not part of the batch start-up
         value = doc.get(field)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        number = finite(value)  # 401 digits or 1e400 (read as infinity) are no latency
+        if number is None or number < 0:
             raise UserError(
-                f"document {i} ({doc.get('podName', '?')}) has {field} {value!r}; "
+                f"document {i} ({doc.get('podName', '?')}) has {field} {shown_number(value)}; "
                 f"expected {EXPECT_PODS}",
                 str(path),
             )
-        latencies.append(float(value) / 1000.0)
+        latencies.append(number / 1000.0)
     if not latencies:
         raise UserError(f"only churn pods; expected {EXPECT_PODS}", str(path))
     return latencies

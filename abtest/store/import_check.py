@@ -12,12 +12,13 @@ refusal names every bad value at once, not only the first.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from abtest.config.numbers import finite, shown_number
 
 if TYPE_CHECKING:
     from abtest.store.db import Store
@@ -33,6 +34,7 @@ INT64 = 2**63 - 1
 MAX_SECONDS = 1e8  # 3 years: no round, restart, cleanup or gap between resumed rounds is longer
 MAX_WALL = 1e11  # unix seconds (year 5138)
 MAX_COUNT = 10**9
+_INFINITE = (float("inf"), float("-inf"))
 
 # the whole string (\A...\Z: `$` would let a trailing newline through)
 _DNS_SUBDOMAIN = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -131,15 +133,25 @@ def _name(pattern: re.Pattern[str], what: str) -> Rule:
 
 def _between(low: float, high: float) -> Rule:
     def check(value: Any) -> str | None:
-        return None if low <= value <= high else f"{shown(value)} is outside [{low:g}, {high:g}]"
+        if low <= value <= high:
+            return None
+        return f"{shown_number(value)} is outside [{low:g}, {high:g}]"
 
     return check
+
+
+class _Unbounded(ValueError):
+    """A number in JSON text no column could hold: what to say about it."""
 
 
 def _json_text(shape: type | None) -> Rule:
     def check(value: Any) -> str | None:
         try:
-            parsed = json.loads(value, parse_constant=_refuse_constant)
+            parsed = json.loads(
+                value, parse_constant=_refuse_constant, parse_float=_float, parse_int=_int
+            )
+        except _Unbounded as exc:
+            return f"holds {exc}"
         except (ValueError, RecursionError):
             return "is not JSON text (or holds NaN/Infinity)"
         if shape is not None and not isinstance(parsed, shape):
@@ -151,6 +163,21 @@ def _json_text(shape: type | None) -> Rule:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number")
+
+
+# The numbers inside a plan or settings: what a double and a 64-bit integer hold, as every
+# number abtest writes there came from one (1e400 would be read back as infinity).
+def _float(text: str) -> float:
+    if (number := finite(float(text))) is None:
+        raise _Unbounded(f"{shown(text)}, which is not a finite number")
+    return number
+
+
+def _int(text: str) -> int:
+    number = int(text)  # ValueError beyond 4300 digits: "not JSON text"
+    if abs(number) > INT64:
+        raise _Unbounded(f"{shown_number(number)}, an integer outside 64 bits")
+    return number
 
 
 def _timestamp(value: Any) -> str | None:
@@ -229,18 +256,39 @@ def value_problem(column: Column, table: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
             return f"must be an integer, not {type_name(value)}"
         if abs(value) > INT64:
-            return "is outside a 64-bit integer"
+            return f"{shown_number(value)} is outside a 64-bit integer"
     elif column.kind == "real":
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"must be a number, not {type_name(value)}"
-        if not math.isfinite(value):
-            return f"must be a finite number, not {value}"
+        if finite(value) is None:  # NaN, 1e400 (read as infinity), 401 digits
+            why = " (1e400 and the like are read as infinity)" if value in _INFINITE else ""
+            return f"must be a finite number (a double), not {shown_number(value)}{why}"
     elif not isinstance(value, str):  # text (a blob is never exported)
         return f"must be a string, not {type_name(value)}"
-    elif "\x00" in value:
-        return "contains a NUL character"
+    elif problem := text_problem(value):
+        return problem
     rule = rule_of(table, column.name)
     return rule(value) if rule is not None else None
+
+
+def text_problem(value: str) -> str | None:
+    """What no database's text column takes: a NUL, or a lone surrogate (JSON's ``"\\udcff"``,
+    which is no Unicode character and which neither SQLite nor PostgreSQL can encode)."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"holds {value[exc.start]!r} at character {exc.start}, which is not Unicode text"
+    return None
+
+
+def stored(column: Column, value: Any) -> Any:
+    """The value as the column is given it: an integer in a real column as a float (SQLite
+    binds a Python int as a 64-bit integer whatever the column, so 10^20 overflowed)."""
+    if column.kind == "real" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 # --- the document ---------------------------------------------------------------------------

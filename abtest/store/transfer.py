@@ -26,6 +26,7 @@ from abtest.store.import_check import (
     Schema,
     check_document,
     read_schema,
+    stored,
 )
 from abtest.store.schema import SCHEMA_VERSION
 
@@ -135,9 +136,8 @@ def _insert(tx: Any, schema: Schema, table: str, row: dict[str, Any], **fixed: A
     """One row; the column names come from the database's schema, the values are parameters,
     and ``fixed`` (the run's id, the new round id) replaces what the file says."""
     cols = [c for c in schema[table] if c in row and c != "id" and c not in fixed]
-    cur = tx.execute(
-        _insert_sql(table, [*cols, *fixed]), [*(row[c] for c in cols), *fixed.values()]
-    )
+    values = [stored(schema[table][c], row[c]) for c in cols]
+    cur = tx.execute(_insert_sql(table, [*cols, *fixed]), [*values, *fixed.values()])
     return int(cur.lastrowid or 0)
 
 
@@ -148,7 +148,7 @@ def _insert_sql(table: str, cols: Sequence[str]) -> str:
 def _import_run(schema: Schema, tx: Any, item: dict[str, Any]) -> None:
     run_id = item["run"]["id"]
     cols = [c for c in schema["runs"] if c in item["run"]]  # the run keeps its id
-    tx.execute(_insert_sql("runs", cols), [item["run"][c] for c in cols])
+    tx.execute(_insert_sql("runs", cols), [stored(schema["runs"][c], item["run"][c]) for c in cols])
     for arm in item["arms"]:
         _insert(tx, schema, "arms", arm, run_id=run_id)
     visit_ids: dict[int, int] = {}
@@ -164,7 +164,8 @@ def _import_run(schema: Schema, tx: Any, item: dict[str, Any]) -> None:
             batches: dict[tuple[str, ...], list[list[Any]]] = {}
             for row in rnd.get(table) or []:  # rows missing a column keep its default
                 given = tuple(c for c in schema[table] if c in row)
-                batches.setdefault(given, []).append([round_id, *(row[c] for c in given)])
+                values = [stored(schema[table][c], row[c]) for c in given]
+                batches.setdefault(given, []).append([round_id, *values])
             for given, rows in batches.items():
                 tx.executemany(_insert_sql(table, ["round_id", *given]), rows)
 
