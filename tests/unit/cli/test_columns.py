@@ -72,6 +72,11 @@ def test_in_process_a_junk_columns_falls_back_to_80(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", columns)
+    # typer reads TERMINAL_WIDTH once, when typer.rich_utils is first imported: a test before
+    # this one in the same process (test_startup_imports sets it to 100) would decide it
+    import typer.rich_utils
+
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", None)
     done = invoke([a.replace("{tmp}", str(tmp_path)) for a in args], tmp_path, capsys)
     assert done.code == 0 and "Traceback" not in done.err, done.err
     for word in words:
