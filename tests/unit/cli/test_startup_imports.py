@@ -8,6 +8,7 @@ import inspect
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,14 +32,24 @@ BARE = (*NO_PYDANTIC, "rich", "yaml")
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
-# Runs the real entry point and writes the names in sys.modules when the process exits
-# (typer ends every command with SystemExit, so atexit sees what the whole command imported).
+# Runs the real entry point once per command line in one interpreter (a list in a JSON file) and
+# writes, for each, its exit code, what it printed and the names in sys.modules after it (typer
+# ends every command with SystemExit). The names only grow from one command to the next, so a
+# command whose names hold no banned module would import none of them on its own either; the
+# commands that share a banned list share an interpreter (22 start-ups became 3).
 PROBE = (
-    "import atexit, json, sys\n"
-    "out = sys.argv.pop(1)\n"
-    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "import contextlib, io, json, sys\n"
     "from abtest.cli.main import main\n"
-    "main()\n"
+    "todo, path, out = json.load(open(sys.argv[1])), sys.argv[2], []\n"
+    "for argv in todo:\n"
+    "    sys.argv, text, code = ['abtest', *argv], io.StringIO(), 0\n"
+    "    with contextlib.redirect_stdout(text):\n"
+    "        try:\n"
+    "            main()\n"
+    "        except SystemExit as e:\n"
+    "            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)\n"
+    "    out.append({'code': code, 'stdout': text.getvalue(), 'modules': sorted(sys.modules)})\n"
+    "json.dump(out, open(path, 'w'))\n"
 )
 
 CASES: list[tuple[list[str], tuple[str, ...]]] = [
@@ -90,37 +101,71 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     }
 
 
-def _imported(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[set[str], str]:
-    """The top-level packages the command imported, and what it printed."""
-    modules, stdout = _modules(args, inputs, tmp_path)
-    return {m.split(".")[0] for m in modules}, stdout
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: str
+    modules: set[str]  # top-level names in sys.modules after the command
+    new: set[str]  # ... of them not there before it (in its shared interpreter)
+    dotted: set[str]  # every module name in sys.modules after it
 
 
-def _modules(args: list[str], inputs: dict[str, str], tmp_path: Path) -> tuple[set[str], str]:
-    """Every module (dotted name) the command imported, and what it printed."""
-    out = tmp_path / "modules.json"
-    argv = [a.format(**inputs) for a in args]
+def _run_in_one_interpreter(
+    commands: list[list[str]], inputs: dict[str, str], folder: Path
+) -> list[Ran]:
+    todo, out = folder / "todo.json", folder / "ran.json"
+    todo.write_text(json.dumps([[a.format(**inputs) for a in args] for args in commands]))
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(out), *argv],
+        [sys.executable, "-c", PROBE, str(todo), str(out)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=folder,
         env={"ABTEST_DB": inputs["db"], "PATH": "/usr/bin:/bin", "COLUMNS": "100"},
         timeout=300,
         check=False,
     )
-    # --help with no arguments exits 2 (typer's no_args_is_help); everything else succeeds.
-    assert done.returncode == (2 if not args else 0), done.stdout + done.stderr
-    return set(json.loads(out.read_text())), done.stdout
+    assert done.returncode == 0 and out.exists(), done.stdout + done.stderr
+    ran: list[Ran] = []
+    before: set[str] = set()
+    for r in json.loads(out.read_text()):
+        modules = {m.split(".")[0] for m in r["modules"]}
+        ran.append(Ran(r["code"], r["stdout"], modules, modules - before, set(r["modules"])))
+        before = modules
+    return ran
+
+
+# A command that must load its layers when invoked, run after the cases that ban those layers.
+SWEEP_HELP = ["node", "--help"]
+
+
+@pytest.fixture(scope="module")
+def ran(inputs: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ran]:
+    """Each case's outcome by its command line, one interpreter per banned list."""
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for args, banned in CASES:
+        groups.setdefault(banned, []).append(args)
+    groups[NODE_AND_CLUSTER].append(SWEEP_HELP)
+    results: dict[str, Ran] = {}
+    for commands in groups.values():
+        folder = tmp_path_factory.mktemp("probe")
+        for args, r in zip(
+            commands, _run_in_one_interpreter(commands, inputs, folder), strict=True
+        ):
+            results[" ".join(args)] = r
+    return results
 
 
 @pytest.mark.parametrize(("args", "banned"), CASES, ids=lambda v: " ".join(v) if v else "-")
 def test_command_imports_only_what_it_needs(
-    args: list[str], banned: tuple[str, ...], inputs: dict[str, str], tmp_path: Path
+    args: list[str], banned: tuple[str, ...], ran: dict[str, Ran]
 ) -> None:
-    modules, stdout = _imported(args, inputs, tmp_path)
-    assert not modules & set(banned), f"abtest {' '.join(args)} imported {modules & set(banned)}"
-    assert stdout.strip(), "the command printed nothing"
+    r = ran[" ".join(args)]
+    # --help with no arguments exits 2 (typer's no_args_is_help); everything else succeeds.
+    assert r.code == (2 if not args else 0), r.stdout
+    assert not r.new & set(banned), f"abtest {' '.join(args)} imported {r.new & set(banned)}"
+    earlier = r.modules & set(banned)
+    assert not earlier, f"a command run before abtest {' '.join(args)} imported {earlier}"
+    assert r.stdout.strip(), "the command printed nothing"
 
 
 # Modules of packages these commands do import, deferred to where they are needed (issue 43).
@@ -129,25 +174,30 @@ DEFERRED: list[tuple[list[str], tuple[str, ...]]] = [
     (["--version"], ("abtest.cli.gates", "abtest.config.catalog", "typer._adapters")),
     # the playbook and profile parser (abtest.cli.options imports it only for with_kube)
     (["gates", "--list"], ("abtest.app.profiles", "abtest.config.playbook", "typer._adapters")),
-    (["gates", "--list", "--json"], ("abtest.app.profiles", "abtest.config.playbook")),
+    (
+        ["gates", "--list", "--catalog", "lab", "--json"],
+        ("abtest.app.profiles", "abtest.config.playbook"),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("args", "deferred"), DEFERRED, ids=lambda v: " ".join(v))
 def test_start_up_defers_what_it_does_not_use(
-    args: list[str], deferred: tuple[str, ...], inputs: dict[str, str], tmp_path: Path
+    args: list[str], deferred: tuple[str, ...], ran: dict[str, Ran]
 ) -> None:
-    modules, stdout = _modules(args, inputs, tmp_path)
-    assert not modules & set(deferred), (
-        f"abtest {' '.join(args)} imported {modules & set(deferred)}"
+    # by dotted name; the interpreter is shared, so "not imported by the commands so far"
+    r = ran[" ".join(args)]
+    assert not r.dotted & set(deferred), (
+        f"abtest {' '.join(args)} imported {r.dotted & set(deferred)}"
     )
-    assert "abtest.cli.main" in modules and stdout.strip()
+    assert "abtest.cli.main" in r.dotted and r.stdout.strip()
 
 
-def test_a_sweep_command_still_loads_its_module(inputs: dict[str, str], tmp_path: Path) -> None:
-    """The lazy loading is per command: one that talks to a node gets its layers when invoked."""
-    modules, stdout = _imported(["node", "--help"], inputs, tmp_path)
-    assert "paramiko" in modules and "restore" in stdout
+def test_a_sweep_command_still_loads_its_module(ran: dict[str, Ran]) -> None:
+    """The lazy loading is per command: one that talks to a node gets its layers when invoked
+    (run after commands that must not load them, so they are new here)."""
+    r = ran[" ".join(SWEEP_HELP)]
+    assert r.code == 0 and "paramiko" in r.new and "restore" in r.stdout
 
 
 def _eager_app() -> typer.Typer:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as sps
+from calibration import draws, slack
 
 from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
@@ -160,17 +161,19 @@ def test_node_interactions_covers_every_arm_and_size_with_a_baseline() -> None:
     assert [(i.arm, i.size) for i in got] == [("x", 10), ("x", 20)]
 
 
+@pytest.mark.calibration
 def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> None:
     """Calibration at the fleet lab's sizes: 2 nodes x 2-5 blocks, true difference 0.1.
 
     End to end through the rounds frame (the vectorised calibration of the same code under
     unequal noise and unequal blocks is in test_stats_fleet_calibration.py). With 2 blocks a
     node's variance has 1 degree of freedom and the per-node interval is conservative (it
-    covers ~99 %), the price of not assuming every node equally noisy (issue 26).
+    covers ~99 %), the price of not assuming every node equally noisy (issue 26). 1000 fleets
+    per line under `scripts/test --calibration`; the fast tier 250 at 2 blocks and 400 at 5.
     """
     rng = np.random.default_rng(14)
     for blocks in (2, 5):
-        hits, trials = 0, 1000
+        hits, trials = 0, draws(1000, 250 if blocks == 2 else 400)
         for _ in range(trials):
             drift = rng.normal(0, 0.3, size=(2, blocks))  # block effects: cancel in pairs
             noise = rng.normal(0, 0.08, size=(2, blocks, 2))
@@ -188,8 +191,13 @@ def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> N
             ci = got.contrasts[0].difference_ci
             assert ci is not None
             hits += ci[0] <= 0.1 <= ci[1]
+        # 2 blocks: a true 99 % lands within +-1.9 pts at 250 fleets (3 sigma), above 95 %.
+        # 5 blocks: a true 95 % lands within +-2.1 pts at 1000 fleets and +-3.3 at 400: the fast
+        # tier allows that around 93-97 % (the vectorised test of the same function holds it
+        # to 93-97 % at 20 000, test_stats_fleet_calibration.py)
         low, high = (0.95, 1.0) if blocks == 2 else (0.93, 0.97)
-        assert low <= hits / trials <= high, (blocks, hits / trials)
+        band = 0.0 if blocks == 2 else slack(0.95, trials)
+        assert low - band <= hits / trials <= high + band, (blocks, hits / trials)
 
 
 # --------------------------------------------------------------------------- the report

@@ -16,6 +16,8 @@ import pytest
 from abtest.stats.bisect import compounded, steps_needed
 from abtest.stats.bisect_sim import Noise, simulate
 
+pytestmark = pytest.mark.calibration
+
 LOOKS = [3, 6, 9]
 SIMS = 1500
 

@@ -20,6 +20,8 @@ from abtest.stats.intervals import FloatArray
 from abtest.stats.power import noise_from_history
 from abtest.stats.round_model import round_model
 
+pytestmark = pytest.mark.calibration
+
 SIMS = 8_000
 MARGIN = 5.0
 

@@ -6,7 +6,9 @@ with a 5 % and a 10 % slowdown from run 7 on: how often a slower change point is
 far from run 7. Issue 37: false change points per series length (12, 20, 40 runs) at each
 max p-value, how often a nightly `--fail-on-new 1` pages on a flat series, and a single odd run
 (20/30/50 % slower) last or mid-series: not a change point, no page unless
-`--alarm-unconfirmed`. The figures printed here are the ones in docs/statistics.md."""
+`--alarm-unconfirmed`. The figures printed here under `scripts/test --calibration` (400 flat
+series per length, 300 with an odd run) are the ones in docs/statistics.md; the fast tier
+simulates half as many (the bound beside each assertion)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from calibration import draws, slack
 
 from abtest.app.history import new_alarms
 from abtest.stats.changepoints import MAX_PVALUE, RunFigure, change_points, run_figure
+
+pytestmark = pytest.mark.calibration
 
 ROUND_NOISE, RUN_DRIFT, ROUNDS, RUNS, AT, SIMS = 0.08, 0.02, 5, 12, 6, 300
 
@@ -39,7 +44,8 @@ def _series(rng: np.random.Generator, runs: int, odd_at: int | None = None,
     return figures
 
 
-FLAT_SIMS = 400
+FLAT_SIMS = draws(400, 200)
+ODD_SIMS = draws(300, 150)
 
 
 @pytest.mark.parametrize("max_p", [MAX_PVALUE, 0.01])
@@ -56,7 +62,11 @@ def test_false_change_points_per_series_length(runs: int, max_p: float) -> None:
     print(f"flat {runs} runs, max p {max_p}: confirmed {rates[0]:.1%}, unconfirmed "
           f"{rates[1]:.1%}, a nightly --fail-on-new 1 pages {rates[2]:.1%}")  # fmt: skip
     limit = 0.04 if max_p == MAX_PVALUE else 0.30
-    assert rates[0] <= limit and rates[2] <= 0.02
+    # full size measured confirmed 1.5-2.2 % (default) and 9.2-19.8 % (0.01), pages <= 1.5 %;
+    # at 200 series a true 4 % lands within +-4.2 pts, 30 % within +-9.7, 2 % within +-3.0
+    # (3 sigma), which the fast tier allows past the limits
+    assert rates[0] <= limit + slack(limit, FLAT_SIMS)
+    assert rates[2] <= 0.02 + slack(0.02, FLAT_SIMS)
 
 
 ODD = [(odd, at) for odd in (0.2, 0.3, 0.5) for at in ("last", "mid")]
@@ -65,7 +75,7 @@ ODD = [(odd, at) for odd in (0.2, 0.3, 0.5) for at in ("last", "mid")]
 @pytest.mark.parametrize(("odd", "at"), ODD)
 def test_one_odd_run_is_no_change_point_and_pages_only_when_asked(odd: float, at: str) -> None:
     rng = np.random.default_rng(int(odd * 100) + len(at))
-    sims, runs = 300, RUNS
+    sims, runs = ODD_SIMS, RUNS
     confirmed = pages = asked = 0
     for _ in range(sims):
         found = change_points(_series(rng, runs, runs - 1 if at == "last" else runs // 2, odd))
@@ -75,10 +85,12 @@ def test_one_odd_run_is_no_change_point_and_pages_only_when_asked(odd: float, at
     rates = [x / sims for x in (confirmed, pages, asked)]
     print(f"one run {odd:.0%} slower ({at}): confirmed change point {rates[0]:.1%}, pages "
           f"{rates[1]:.1%}, with --alarm-unconfirmed {rates[2]:.1%}")  # fmt: skip
-    # no more than a flat series gives (its false rate at the default is <= 4 %)
-    assert rates[0] <= 0.04 and rates[1] <= 0.02
+    # no more than a flat series gives (its false rate at the default is <= 4 %); measured
+    # <= 2.0 % confirmed, 0.0 % pages; at 150 series a true 4 % lands within +-4.8 pts and 2 %
+    # within +-3.4 (3 sigma), which the fast tier allows past the limits
+    assert rates[0] <= 0.04 + slack(0.04, sims) and rates[1] <= 0.02 + slack(0.02, sims)
     if at == "mid":
-        assert rates[2] <= 0.02
+        assert rates[2] <= 0.02 + slack(0.02, sims)
 
 
 def simulate(step: float, seed: int, sims: int = SIMS) -> Rates:

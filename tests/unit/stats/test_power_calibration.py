@@ -22,6 +22,8 @@ import pytest
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.power import blocks_needed, detectable, noise_from_history
 
+pytestmark = pytest.mark.calibration
+
 CONFIDENCE = 0.95
 
 

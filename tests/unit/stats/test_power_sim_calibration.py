@@ -29,6 +29,8 @@ from abtest.stats.power import noise_from_history, paired_power
 from abtest.stats.power_sim import detects, plan_from_rounds, power_for
 from abtest.stats.round_model import draws, find_ticks, round_model
 
+pytestmark = pytest.mark.calibration
+
 FloatPair = tuple[float, float]
 HISTORIES = 8
 SIMS = 10_000

@@ -16,6 +16,8 @@ import pytest
 from abtest.stats import compare, one_sample_t, welch_t
 from abtest.stats.intervals import TIntervals
 
+pytestmark = pytest.mark.calibration
+
 SIMULATIONS = 4000
 TRUE_RATIO = 0.8
 BASE_SECONDS = 4.0

@@ -14,6 +14,8 @@ import pytest
 
 from abtest.stats.fleet import welch_nodes
 
+pytestmark = pytest.mark.calibration
+
 SIMS = 20_000
 
 

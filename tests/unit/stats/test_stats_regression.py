@@ -7,11 +7,18 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats as sps
 
 from abtest.errors import UserError
 from abtest.stats import Decision, overall_verdict, regression_decision
 from abtest.stats.intervals import one_sample_t
-from abtest.stats.regression import classify, look_confidence, verdict_of
+from abtest.stats.regression import (
+    MOST_BLOCKS,
+    classify,
+    look_confidence,
+    settle_blocks,
+    verdict_of,
+)
 
 MARGIN = 5.0
 ALPHA = 0.05
@@ -198,3 +205,35 @@ def test_regression_decision_matches_the_simulated_rule() -> None:
             _frame(reference, reference * np.exp(log_ratios[row])), look=1, max_looks=2
         )
         assert decision.verdict == names[int(expected[row])]
+
+
+def _settle_by_scan(
+    ci: tuple[float, float], estimate: float, n: int, margin_pct: float, level: float
+) -> int | None:
+    """The first k that clears, every k from n + 1 to MOST_BLOCKS tried (as settle_blocks
+    did before it bisected), vectorised."""
+    gap = abs(math.log1p(margin_pct / 100.0) - estimate)
+    sd = (ci[1] - ci[0]) / 2.0 / float(sps.t.ppf(0.5 + level / 2.0, n - 1)) * math.sqrt(n)
+    k = np.arange(n + 1, MOST_BLOCKS + 1)
+    clears = sps.t.ppf(0.5 + level / 2.0, k - 1) * sd / np.sqrt(k) < gap
+    return int(k[np.argmax(clears)]) if clears.any() else None
+
+
+AT_MARGIN = math.log1p(0.05) - 1e-6
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 20])
+@pytest.mark.parametrize("estimate", [0.0, 0.03, AT_MARGIN, 0.06, 0.2])
+@pytest.mark.parametrize("width", [0.01, 0.5])
+def test_settle_blocks_is_the_first_block_count_that_clears(
+    n: int, estimate: float, width: float
+) -> None:
+    """The bisection finds the block count trying each in turn finds, None included (an
+    estimate almost at the margin needs more than MOST_BLOCKS)."""
+    ci = (estimate - width, estimate + width)
+    want = _settle_by_scan(ci, estimate, n, 5.0, 0.9875)
+    assert settle_blocks(ci, estimate, n, 5.0, 0.9875) == want
+    if estimate == AT_MARGIN:
+        assert want is None
+    elif estimate == 0.2 and width == 0.01:
+        assert want == n + 1

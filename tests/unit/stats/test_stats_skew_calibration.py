@@ -18,6 +18,8 @@ from abtest.stats import one_sample_t
 from abtest.stats.intervals import lognormal_mean_interval
 from abtest.stats.twoway import two_way
 
+pytestmark = pytest.mark.calibration
+
 SIMS = 20_000
 BLOCKS = 5
 
