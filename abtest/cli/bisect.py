@@ -74,7 +74,8 @@ def bisect(
     request = BisectRequest(
         good=good,
         bad=bad,
-        builds=tuple(b.strip() for b in (builds or "").split(",") if b.strip()),
+        # each name whole, as --good takes it: nothing trimmed, an empty item refused
+        builds=tuple(builds.split(",")) if builds is not None else (),
         playbook=playbook,
         profiles=tuple(profile or ("lab",)),
         metric=metric,

@@ -28,6 +28,7 @@ from abtest.config.ssh_names import host_problem, port_problem, user_problem
 from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields, yaml_mapping
 from abtest.config.yaml_input import read_text
+from abtest.errors import UserError
 
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
 
@@ -148,6 +149,20 @@ class NodeProfile:
     #: (``v1.36.3+agc``, placed in builds_dir): the node's kubelet for experiments, its
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
+
+    def build_folder(self, build: str, where: str | None = None) -> str:
+        """Where a placed build's name (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
+        ``<builds_dir>/<build>``: the one rule of every option and field naming one. UserError
+        (naming ``where``, else this profile's file) when the profile has no builds_dir."""
+        if self.kubelet_builds_dir is None:
+            raise UserError(
+                f"kubelet build {build} names a placed build, and profile {self.name} has no "
+                "kubelet.builds_dir to find it in",
+                where or self.source,
+                "set kubelet.builds_dir in the profile (a build is <builds_dir>/BUILD/kubelet),"
+                " or name the binary's absolute path on the node",
+            )
+        return f"{self.kubelet_builds_dir.rstrip('/')}/{build}"
 
 
 def load_playbook(name_or_path: str) -> Playbook:
