@@ -27,7 +27,9 @@ def bisect(
     builds: Annotated[
         str | None,
         typer.Option(
-            "--builds", help="The ordered builds, good first, comma-separated (instead of a range)."
+            "--builds",
+            help="The ordered builds, good first, comma-separated without spaces (instead of a "
+            "range); a build the lab placed is named by its placed name (v1.36.3+FOLDERNAME).",
         ),
     ] = None,
     playbook: o.Playbook = "lab-regression",
