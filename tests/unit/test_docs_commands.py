@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -49,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
 SHELL = {"sh", "bash", "shell", "console"}
+# what the wheel is made of (pyproject.toml's packages, package-dir and readme)
+SOURCES = ("pyproject.toml", "README.md", "abtest", "gates", "playbooks", "kubelet-patches")
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(\.[a-z]+)?(=[A-Z][A-Z0-9_]*)?")
 RUN_ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b")
 # commands that measure on a node: run on the absent stand-in node; the rest never reach one
@@ -215,10 +218,20 @@ def _closed_port() -> int:
 
 
 def _install(tmp: Path) -> Path:
-    """The wheel of this checkout in a fresh venv; its python."""
+    """The wheel of this checkout in a fresh venv; its python. Built from a copy of what the
+    wheel is made of: pip builds in the source tree, and a build/ left in the checkout would
+    put files deleted since into later wheels."""
+    source = tmp / "source"
+    caches = shutil.ignore_patterns("__pycache__")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=caches)
+        else:
+            source.mkdir(exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     wheels = tmp / "wheels"
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels)]
-    subprocess.run([*build, str(ROOT)], check=True, cwd=tmp, capture_output=True)
+    subprocess.run([*build, str(source)], check=True, cwd=tmp, capture_output=True)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
