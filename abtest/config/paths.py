@@ -11,6 +11,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from abtest.errors import UserError
 
@@ -203,18 +204,10 @@ def read_input(
     allowed = allowed or f"the {limit} allowed"
     if problem := input_problem(path):
         raise error(problem, where, todo)
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
-        raise error("cannot read: no such file", where, "check the path") from None
-    except OSError as exc:
-        raise error(f"cannot read: {exc.strerror}", where, "check the path") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if problem := _not_regular(info.st_mode):  # replaced since input_problem looked
-            raise error(problem, where, todo)
-        if info.st_size > limit:
-            raise error(f"is {info.st_size} bytes, more than {allowed}", where, todo)
+    with _open_input(path, where, todo, error) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise error(f"is {size} bytes, more than {allowed}", where, todo)
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
@@ -247,16 +240,27 @@ def check_db_path(path: Path, where: str) -> None:
             break
 
 
-def _head(path: Path, where: str) -> bytes:
-    """The first bytes of an existing database file, opened as every input is (a FIFO put
-    there since the check does not block)."""
+def _open_input(path: Path, where: str, todo: str, error: type[UserError]) -> BinaryIO:
+    """``path`` opened for reading as every input is: without blocking (a FIFO put there since
+    input_problem looked does not wait for a writer) and checked on the descriptor itself."""
+    flag = where != str(path)  # then the message names the file
+    cannot = f"cannot read {path}" if flag else "cannot read"
     try:
         fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise error(f"{cannot}: no such file", where, "check the path") from None
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}", where, "check the path") from None
-    with os.fdopen(fd, "rb") as handle:
-        if problem := _not_regular(os.fstat(fd).st_mode):
-            raise UserError(f"{path} {problem}", where, "give the database file's path")
+        raise error(f"{cannot}: {exc.strerror}", where, "check the path") from None
+    handle = os.fdopen(fd, "rb")
+    if problem := _not_regular(os.fstat(fd).st_mode):
+        handle.close()
+        raise error(f"{path} {problem}" if flag else problem, where, todo)
+    return handle
+
+
+def _head(path: Path, where: str) -> bytes:
+    """The first bytes of an existing database file."""
+    with _open_input(path, where, "give the database file's path", UserError) as handle:
         try:
             return handle.read(16)
         except OSError as exc:
