@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from abtest.config.playbook import NodeProfile, load_profile
+from abtest.engine.fleet import same_node
 
 
 def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None) -> NodeProfile:
@@ -37,5 +38,9 @@ def with_kube(profile: NodeProfile, kubeconfig: str | None, context: str | None)
 def load_profiles(
     names: Sequence[str], kubeconfig: str | None = None, context: str | None = None
 ) -> tuple[NodeProfile, ...]:
-    """Each named profile (a shipped name or a path), loaded, with the kube flags applied."""
-    return tuple(with_kube(load_profile(n), kubeconfig, context) for n in names)
+    """Each named profile (a shipped name or a path), loaded, with the kube flags applied.
+    Two profiles for one node (``--profile X --profile X``) are refused first, before a
+    cluster is probed or anything is announced."""
+    loaded = tuple(load_profile(n) for n in names)
+    same_node(loaded)
+    return tuple(with_kube(p, kubeconfig, context) for p in loaded)

@@ -4,12 +4,10 @@ export / import`, which move runs between results databases through one file."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
-from abtest.config.paths import write_output
+from abtest.config.paths import read_input, write_output
 from abtest.errors import UserError
 from abtest.results import Results
 from abtest.store.db import DbTarget, Store
@@ -32,25 +30,13 @@ def read_export(source: Path) -> Any:
     """The JSON of an export file: a regular file (never a FIFO or a device, which would
     block or never end), at most MAX_IMPORT_BYTES, valid UTF-8 JSON."""
     where = str(source)
-    try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise UserError(f"cannot read the export: {exc.strerror}", where) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise UserError("is not a regular file", where, "give a `runs export` file")
-    with os.fdopen(fd, "rb") as handle:
-        if info.st_size > MAX_IMPORT_BYTES:
-            raise UserError(
-                f"is {info.st_size} bytes, more than an import takes ({MAX_IMPORT_BYTES})",
-                where,
-                "export fewer runs per file: abtest runs export RUN...",
-            )
-        try:
-            data = handle.read(MAX_IMPORT_BYTES + 1)
-        except OSError as exc:
-            raise UserError(f"cannot read the export: {exc.strerror}", where) from None
+    data = read_input(
+        source,
+        where,
+        "give a `runs export` file; for fewer runs per file: abtest runs export RUN... -o FILE",
+        MAX_IMPORT_BYTES,
+        allowed=f"an import takes ({MAX_IMPORT_BYTES})",
+    )
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -33,7 +33,9 @@ def bisect(
     builds: Annotated[
         str | None,
         typer.Option(
-            "--builds", help="The ordered builds, good first, comma-separated (instead of a range)."
+            "--builds",
+            help="The ordered builds, good first, comma-separated without spaces (instead of a "
+            "range); a build the lab placed is named by its placed name (v1.36.3+FOLDERNAME).",
         ),
     ] = None,
     playbook: Annotated[
@@ -91,7 +93,8 @@ def bisect(
     request = BisectRequest(
         good=good,
         bad=bad,
-        builds=tuple(b.strip() for b in (builds or "").split(",") if b.strip()),
+        # each name whole, as --good takes it: nothing trimmed, an empty item refused
+        builds=tuple(builds.split(",")) if builds is not None else (),
         playbook=playbook,
         profiles=tuple(profile or ()),
         metric=metric,

@@ -173,7 +173,9 @@ def kubelets(
     release and each patch's sha256), the lab profile's `kubelet.builds_dir`. A build the
     version-skew policy does not allow under the lab's API server, a series for another
     release, a file that is not a diff or a patch that does not apply is refused before
-    anything is built or placed. Patch series: kubelet-patches/README.md."""
+    anything is built or placed. A series placed from a folder is named by its placed name
+    (v1.36.3+./bd2 is placed as v1.36.3+bd2) here, in bisect and in every option taking a build;
+    named so, it is used as placed. Patch series: kubelet-patches/README.md."""
     if not versions:
         placed = kubelet_builds.placed_kubelets(layout.Paths())
         console.print("\n".join(placed) if placed else "no kubelet builds placed")

@@ -27,7 +27,7 @@ def _yaml11(data: dict[Any, Any]) -> dict[Any, Any]:
 
 
 def parse_catalog(path: Path) -> Catalog:
-    top = Fields(load_yaml_mapping(path), path)
+    top = Fields(load_yaml_mapping(path, "catalog"), path)
     top.only({"catalog", "description", "factors"})
     factors: list[Factor] = []
     seen: set[str] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from abtest.config.paths import input_problem
 from abtest.config.whole import whole_match
 from abtest.errors import ConfigError
 
@@ -27,11 +28,17 @@ def data_dir(kind: str) -> Path:
 
 
 def resolve(kind: str, name_or_path: str, suffix: str = ".yaml") -> Path:
-    """A user's argument is a path if it names an existing file, else a shipped name."""
+    """A user's argument is a path if it names an existing file, else a shipped name. A FIFO,
+    a socket or a device of that name is refused (reading one would block or never end), and
+    so is a folder the argument names as a path (``./x``, ``x.yaml``)."""
     candidate = Path(name_or_path).expanduser()
     if candidate.is_file():
         return candidate
-    if "/" in name_or_path or name_or_path.endswith(suffix):
+    pathlike = "/" in name_or_path or name_or_path.endswith(suffix)
+    problem = input_problem(candidate)
+    if problem and (pathlike or not candidate.is_dir()):
+        raise ConfigError(problem, name_or_path, f"give a {_NOUNS.get(kind, kind)} YAML file")
+    if pathlike:
         shipped = data_dir(kind) / name_or_path.removeprefix(f"{kind}/")
         if shipped.is_file():
             return shipped
@@ -68,8 +75,8 @@ def resolve_profile(name_or_path: str, base: Path | None = None) -> Path:
     candidate = given if given.is_absolute() or base is None else base / given
     if candidate.is_file():
         return candidate.resolve()
-    if candidate.is_dir():
-        raise ConfigError(f"{candidate} is a directory", where, "give a profile YAML file")
+    if problem := input_problem(candidate):  # a folder, a FIFO, a device: never read
+        raise ConfigError(f"{candidate} {problem}", where, "give a profile YAML file")
     folder = data_dir("playbooks") / "nodes"
     match = whole_match(_SHIPPED_NAME, name_or_path)
     if match and (folder / f"{match['name']}.yaml").is_file():

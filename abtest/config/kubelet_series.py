@@ -184,7 +184,8 @@ def load_series(build: BuildName) -> PatchSeries:
             f"use a shipped series ({', '.join(shipped_series()) or 'none'}) or a folder path "
             f"after the '+', e.g. {build.release}+./my-series",
         )
-    if not folder.is_dir() or not (folder / SERIES_FILE).is_file():
+    # exists, not is_file: the loader refuses a FIFO or a folder there by name
+    if not folder.is_dir() or not (folder / SERIES_FILE).exists():
         raise UserError(f"no {SERIES_FILE} in {folder}", str(build), SERIES_TODO)
     release = _series_release(folder)
     if release != build.release:

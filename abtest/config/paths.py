@@ -1,6 +1,7 @@
-"""Files a user names for us to write (reports, JUnit, summaries, the results database) and
-folders we read from: one set of checks, each failure one UserError naming the path and what to
-do, never a traceback from the middle of a write."""
+"""Files a user names for us to write (reports, JUnit, summaries, the results database), files
+we read (catalogs, playbooks, profiles, kubeconfigs, patch series, CSVs, exports) and folders we
+read from: one set of checks, each failure one UserError naming the path and what to do, never
+a traceback from the middle of a write and never a read that blocks on a FIFO or a device."""
 
 from __future__ import annotations
 
@@ -10,8 +11,21 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from abtest.errors import UserError
+
+# what a path may be besides a regular file, as a refusal names it
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# reading a FIFO blocks until a writer comes, a device may never end: opened without blocking,
+# never as the controlling terminal, and checked on the descriptor itself
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 # what an output may replace is a regular file; the rest is named in the refusal
 _NOT_A_FILE = (
@@ -146,22 +160,72 @@ def output_subdir(parent: Path, name: str, flag: str) -> Path:
     return path
 
 
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "no regular file")
+    return f"is {kind}, not a regular file"
+
+
+def input_problem(path: Path) -> str | None:
+    """Why what is at ``path`` cannot be read as a file (a link is followed: a link to a file
+    is that file), or None for a regular file or for nothing there (the caller says "not
+    found", or creates it). Checked without opening anything."""
+    if "\x00" in str(path):
+        return "the path contains a NUL byte"
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or type(exc).__name__}"
+    return _not_regular(mode)
+
+
+def check_input(path: Path, where: str, todo: str) -> None:
+    """Refuse (one UserError naming ``where``) a path that exists but is not a regular file:
+    for a file a library opens itself (SQLite, the kubernetes client), before it does."""
+    if problem := input_problem(path):
+        named = problem if "\x00" in str(path) else f"{path} {problem}"
+        raise UserError(named, where, todo)
+
+
+def read_input(
+    path: Path,
+    where: str,
+    todo: str,
+    limit: int,
+    error: type[UserError] = UserError,
+    allowed: str | None = None,
+) -> bytes:
+    """The bytes of a file a user names (every file abtest reads itself goes here): a regular
+    file (a FIFO, socket, device or folder refused before a byte is read), at most ``limit``
+    bytes (``allowed`` says so in the refusal); else one ``error`` naming ``where``."""
+    allowed = allowed or f"the {limit} allowed"
+    if problem := input_problem(path):
+        raise error(problem, where, todo)
+    with _open_input(path, where, todo, error) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise error(f"is {size} bytes, more than {allowed}", where, todo)
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise error(f"cannot read: {exc.strerror}", where, "check the path") from None
+    if len(data) > limit:  # grew while it was read
+        raise error(f"grew past {allowed} while it was read", where, todo)
+    return data
+
+
 def check_db_path(path: Path, where: str) -> None:
     """The results database: a file that is an SQLite database, or a new file in a folder that
     exists or can be made. A folder, a text file or a path under a file is refused here, before
-    SQLite says "file is not a database" from the middle of a command."""
-    if "\x00" in str(path):
-        raise UserError("the path contains a NUL byte", where, "give a file path")
-    if path.is_dir():
-        raise UserError(f"{path} is a directory", where, "give the database file's path")
+    SQLite says "file is not a database" from the middle of a command; a FIFO, a socket or a
+    device is refused before anything opens it (SQLite would block on a FIFO, or write to a
+    device)."""
+    check_input(path, where, "give the database file's path")
     if path.exists():
-        try:
-            with path.open("rb") as handle:
-                head = handle.read(16)
-        except OSError as exc:
-            raise UserError(
-                f"cannot read {path}: {exc.strerror}", where, "check the path"
-            ) from None
+        head = _head(path, where)
         if head and head != b"SQLite format 3\x00":
             raise UserError(
                 f"{path} is not an SQLite database",
@@ -174,3 +238,32 @@ def check_db_path(path: Path, where: str) -> None:
             if not parent.is_dir():
                 raise UserError(f"{parent} is not a folder", where, "give a path under a folder")
             break
+
+
+def _open_input(path: Path, where: str, todo: str, error: type[UserError]) -> BinaryIO:
+    """``path`` opened for reading as every input is: without blocking (a FIFO put there since
+    input_problem looked does not wait for a writer) and checked on the descriptor itself."""
+    flag = where != str(path)  # then the message names the file
+    cannot = f"cannot read {path}" if flag else "cannot read"
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise error(f"{cannot}: no such file", where, "check the path") from None
+    except OSError as exc:
+        raise error(f"{cannot}: {exc.strerror}", where, "check the path") from None
+    handle = os.fdopen(fd, "rb")
+    if problem := _not_regular(os.fstat(fd).st_mode):
+        handle.close()
+        raise error(f"{path} {problem}" if flag else problem, where, todo)
+    return handle
+
+
+def _head(path: Path, where: str) -> bytes:
+    """The first bytes of an existing database file."""
+    with _open_input(path, where, "give the database file's path", UserError) as handle:
+        try:
+            return handle.read(16)
+        except OSError as exc:
+            raise UserError(
+                f"cannot read {path}: {exc.strerror}", where, "check the path"
+            ) from None

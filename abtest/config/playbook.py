@@ -26,7 +26,9 @@ from abtest.config.kubelet_series import parse_build_name
 from abtest.config.margin import MARGIN_TODO, margin_problem
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
 from abtest.config.whole import whole
-from abtest.config.yaml_checks import Fields, load_yaml_mapping
+from abtest.config.yaml_checks import Fields, yaml_mapping
+from abtest.config.yaml_input import read_text
+from abtest.errors import UserError
 
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
 
@@ -148,6 +150,20 @@ class NodeProfile:
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
 
+    def build_folder(self, build: str, where: str | None = None) -> str:
+        """Where a placed build's name (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
+        ``<builds_dir>/<build>``: the one rule of every option and field naming one. UserError
+        (naming ``where``, else this profile's file) when the profile has no builds_dir."""
+        if self.kubelet_builds_dir is None:
+            raise UserError(
+                f"kubelet build {build} names a placed build, and profile {self.name} has no "
+                "kubelet.builds_dir to find it in",
+                where or self.source,
+                "set kubelet.builds_dir in the profile (a build is <builds_dir>/BUILD/kubelet),"
+                " or name the binary's absolute path on the node",
+            )
+        return f"{self.kubelet_builds_dir.rstrip('/')}/{build}"
+
 
 def load_playbook(name_or_path: str) -> Playbook:
     path = datafiles.resolve("playbooks", name_or_path)
@@ -155,7 +171,8 @@ def load_playbook(name_or_path: str) -> Playbook:
 
 
 def parse_playbook(path: Path) -> Playbook:
-    top = Fields(load_yaml_mapping(path), path)
+    text = read_text(path, "playbook")  # once: what is checked is what is stored
+    top = Fields(yaml_mapping(text, path), path)
     top.only(
         {
             "playbook",
@@ -210,7 +227,7 @@ def parse_playbook(path: Path) -> Playbook:
         margin_pct=_margin(top),
         max_rounds=top.integer("max_rounds", default=20, rng=num.MAX_ROUNDS),
         confidence=confidence,
-        text=path.read_text(encoding="utf-8"),
+        text=text,
     )
 
 
@@ -309,7 +326,8 @@ def load_profile(name_or_path: str, base: Path | None = None) -> NodeProfile:
 
 
 def parse_profile(path: Path) -> NodeProfile:
-    top = Fields(load_yaml_mapping(path), path)
+    text = read_text(path, "node profile")  # once: what is checked is what is stored
+    top = Fields(yaml_mapping(text, path), path)
     top.only(
         {
             "profile",
@@ -409,7 +427,7 @@ def parse_profile(path: Path) -> NodeProfile:
         ),
         lock_path=lock_path,
         health_timeout_s=top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S),
-        text=path.read_text(encoding="utf-8"),
+        text=text,
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
         kubelet_builds_dir=kubelet.opt_text("builds_dir"),

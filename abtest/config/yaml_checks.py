@@ -11,13 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from abtest.config.numbers import Range
-from abtest.config.yaml_input import load_yaml_file
+from abtest.config.yaml_input import parse_yaml, read_text
 from abtest.errors import ConfigError, UserError
 
 
-def load_yaml_mapping(path: Path) -> dict[str, Any]:
+def load_yaml_mapping(path: Path, what: str = "file") -> dict[str, Any]:
     """A user's YAML file through the one strict loader (abtest.config.yaml_input), as a mapping."""
-    data = load_yaml_file(path)
+    return yaml_mapping(read_text(path, what), path)
+
+
+def yaml_mapping(text: str, path: Path) -> dict[str, Any]:
+    """The text of ``path`` (read once, by :func:`read_text`) as a YAML mapping."""
+    data = parse_yaml(text, str(path))
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", str(path), "see the shipped files")
     return data

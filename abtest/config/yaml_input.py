@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from abtest.config.paths import read_input
 from abtest.errors import ConfigError
 
 MAX_BYTES = 2_000_000  # the largest shipped file is a few KB; a kubeconfig with CAs ~ 50 KB
@@ -86,22 +87,15 @@ class _Duplicate(Exception):
 
 
 def read_text(path: Path, what: str = "file") -> str:
-    """A user's text file: exists, is a file, at most MAX_BYTES, UTF-8."""
-    try:
-        if path.is_dir():
-            raise ConfigError(f"is a directory, expected a {what}", str(path), "give a file")
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(
-                f"{what} is {size} bytes, more than the {MAX_BYTES} allowed",
-                str(path),
-                "give the real file; nothing this tool reads is that large",
-            )
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("file not found", str(path), "check the path") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", str(path), "check the path") from None
+    """A user's text file: a regular file (abtest.config.paths.read_input: never a FIFO, a
+    device or a folder), at most MAX_BYTES, UTF-8."""
+    data = read_input(
+        path,
+        str(path),
+        f"give a {what}: a regular file of at most {MAX_BYTES} bytes",
+        MAX_BYTES,
+        ConfigError,
+    )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -20,6 +20,7 @@ from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_plan import (
     SweepPlan,
+    check_builds_found,
     check_plan_size,
     check_pod_renders,
     profile_build,
@@ -83,16 +84,18 @@ def parse_spec(spec: str, flag: str) -> NodeState:
     """`default`, or comma-separated `binary=/path/on/node` (or `binary=vX.Y.Z` /
     `binary=vX.Y.Z+SERIES`, a build placed in the profile's kubelet.builds_dir) and
     `PATH=VALUE` settings."""
-    text = spec.strip()
-    if text in ("", "default"):
+    if spec.strip() in ("", "default"):
         return NodeState(None, ())
     binary: str | None = None
     settings: list[tuple[str, Scalar]] = []
-    for item in (part.strip() for part in text.split(",")):
+    for part in spec.split(","):
+        item = part.strip()
         if not item:
             continue
         if item.startswith("binary="):
-            value = item.removeprefix("binary=")
+            # the build name or path whole, as every option takes one: only the spaces before
+            # `binary=` are the list's, a newline or space after the name is refused with it
+            value = part.lstrip().removeprefix("binary=")
             binary = (
                 check_path(value, flag)
                 if value.startswith("/")
@@ -131,6 +134,8 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
         replace(arms[0], kubelet_binary=arms[0].kubelet_binary or build),
         replace(arms[1], kubelet_binary=arms[1].kubelet_binary or build),
     )
+    for arm in arms:
+        check_builds_found([arm], nodes, f"--{arm.name} binary=")
     check_plan_size(len(arms), len(opts.sizes), blocks, pb.source)
     check_pod_renders(pb, nodes)
     schedule = build_schedule(arms, opts.sizes, blocks, opts.seed, pb.warmup)

@@ -132,7 +132,10 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     base = Path(pb.source).parent if not opts.profiles else None
     profiles = tuple(load_profile(p, base) for p in profile_names)
     same_node(profiles)  # two profiles for one node: refused here, before any plan is made
-    arms = with_build(arms, opts.kubelet_build or profile_build(profiles))
+    # `--kubelet-build ''` is a build name too (refused), not "no option"
+    build = opts.kubelet_build if opts.kubelet_build is not None else profile_build(profiles)
+    arms = with_build(arms, build)
+    check_builds_found(arms, profiles, "--kubelet-build" if opts.kubelet_build else None)
     check_plan_size(len(arms), len(pb.sizes), pb.rounds, pb.source)
     check_pod_renders(pb, profiles)
     schedule = build_schedule(arms, pb.sizes, pb.rounds, pb.seed, pb.warmup)
@@ -169,6 +172,18 @@ def with_build(arms: list[Arm], build: str | None) -> list[Arm]:
             "drop --kubelet-build, or the kubelet_build factor",
         )
     return [replace(a, kubelet_binary=name) for a in arms]
+
+
+def check_builds_found(
+    arms: Sequence[Arm], profiles: Sequence[NodeProfile], where: str | None = None
+) -> None:
+    """Every build an arm names by its placed name is found in each node's kubelet.builds_dir
+    (NodeProfile.build_folder, the rule the profile's own kubelet.build follows): a profile
+    without one is refused here, before a plan is shown or a node touched."""
+    for arm in arms:
+        if arm.kubelet_binary is not None and not arm.kubelet_binary.startswith("/"):
+            for profile in profiles:
+                profile.build_folder(arm.kubelet_binary, where)
 
 
 def check_plan_size(arms: int, sizes: int, blocks: int, where: str) -> None:

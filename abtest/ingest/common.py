@@ -17,6 +17,7 @@ import pandas as pd
 
 from abtest.config.numbers import METRIC_S
 from abtest.config.numbers import SIZE as SIZE_RANGE
+from abtest.config.paths import read_input
 from abtest.errors import UserError
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 from abtest.stats.percentiles import nearest_rank
@@ -105,14 +106,21 @@ def match_runs(root: Path, arms: Sequence[ArmGlob], flag: str) -> dict[str, list
     return runs
 
 
+# a kube-burner run's podLatencyMeasurement of 100k pods is ~40 MB; nothing bigger is a run
+MAX_JSON_BYTES = 256 * 2**20
+
+
 def read_json(path: Path, expected: str) -> Any:
     """A JSON file, or one UserError naming the file and what it should have been."""
+    if not path.exists():
+        raise UserError(f"missing file (expected {expected})", str(path))
+    data = read_input(path, str(path), f"expected {expected}", MAX_JSON_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"missing file (expected {expected})", str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read ({exc}); expected {expected}", str(path)) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"cannot read (not UTF-8 text at byte {exc.start}); expected {expected}", str(path)
+        ) from None
     try:
         return json.loads(text)
     except RecursionError:

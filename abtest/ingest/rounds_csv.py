@@ -19,6 +19,7 @@ Refused rather than guessed at:
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,12 +29,15 @@ import pandas as pd
 from abtest.config.csv_cells import unescape_cell
 from abtest.config.numbers import METRIC_S
 from abtest.config.numbers import SIZE as SIZE_RANGE
+from abtest.config.paths import read_input
 from abtest.errors import UserError
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
 
 # frame.attrs keys: the file's metric columns, and the error of each one with a bad cell.
 FILE_METRICS = "abtest_file_metrics"
 UNREADABLE = "abtest_unreadable_metrics"
+# the rounds of years of nightly sweeps are a few MB; nothing bigger is a rounds CSV
+MAX_CSV_BYTES = 256 * 2**20
 HEADER_HINT = f"the header needs arm,size[,block] and at least one of {', '.join(METRICS)}"
 
 
@@ -47,17 +51,20 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     asked for, so a gap in a metric nobody analyses does not reject the file.
     """
     where = str(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError("no such file", where, "give the path of a rounds CSV")
+    text = _read(path, where)
     try:
         # Everything as text, blank lines kept, so errors can quote the cell and its line.
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+        raw = pd.read_csv(
+            io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False
+        )
     except pd.errors.EmptyDataError:
         raise UserError("the file is empty", where, HEADER_HINT) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except pd.errors.ParserError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable CSV ({reason})", where, HEADER_HINT) from None
-    _check_header(path, where)
+    _check_header(text, where)
     raw.columns = [str(c).strip() for c in raw.columns]
     raw = raw.fillna("").apply(lambda column: column.str.strip())
     # Data row i is on line i + 2 (line 1 is the header); keep that before dropping blank lines.
@@ -122,10 +129,25 @@ def require_metrics(rounds: pd.DataFrame, asked: Sequence[str] | None, where: st
     return chosen
 
 
-def _check_header(path: Path, where: str) -> None:
+def _read(path: Path, where: str) -> str:
+    """The file's text, read once (abtest.config.paths.read_input: a regular file, never a
+    FIFO or a device), a UTF-8 byte-order mark dropped as a spreadsheet writes one."""
+    data = read_input(path, where, "give the path of a rounds CSV", MAX_CSV_BYTES)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"not a readable CSV ('utf-8' codec can't decode byte 0x{data[exc.start]:02x} at "
+            f"offset {exc.start}, line {line})",
+            where,
+            "save the file as UTF-8",
+        ) from None
+
+
+def _check_header(text: str, where: str) -> None:
     """Refuse a column named twice: pandas renames the copy (``p95_s.1``) and it is lost."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        header = next(csv.reader(handle), [])
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
     seen: set[str] = set()
     for name in (h.strip() for h in header):
         if name and name in seen:

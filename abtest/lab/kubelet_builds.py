@@ -5,10 +5,12 @@ it), where the lab profile's ``kubelet.builds_dir`` finds them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from abtest.config.domain import Release, skew_problem
 from abtest.config.kubelet_series import BuildName, PatchSeries, load_series, parse_build_name
+from abtest.config.paths import read_input
 from abtest.errors import UserError
 from abtest.lab import host, sdnode
 from abtest.lab.binaries import binary_set, ensure_binaries
@@ -38,9 +40,33 @@ def placed_kubelets(paths: Paths) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
-def check_builds(wanted: list[BuildName], control_plane: Release) -> list[PatchSeries | None]:
+def placed_series_build(build: BuildName, paths: Paths) -> Path | None:
+    """The folder of a series build placed under this name whose series is not here to load
+    (a user's folder, placed as ``v1.36.3+FOLDERNAME``, which `lab kubelets` lists by that
+    name): its kubelet and the source.json naming it. Such a build is used as placed, never
+    rebuilt; None for anything else (a shipped series or a folder is loaded and checked)."""
+    if build.series is None or build.folder is not None:
+        return None
+    folder = paths.kubelets / build.name
+    try:
+        record = json.loads(read_input(folder / SOURCE_FILE, str(folder), "", 64_000))
+    except (UserError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("build") != build.name:
+        return None
+    return folder if (folder / "kubelet").is_file() else None
+
+
+Source = PatchSeries | Path | None  # a series to build, a build placed already, a release
+
+
+def check_builds(
+    wanted: list[BuildName], control_plane: Release, paths: Paths | None = None
+) -> list[Source]:
     """Every build checked before anything is built: allowed under the lab's API server by
-    the skew policy, its series loaded and checked whole, its release served."""
+    the skew policy, its series loaded and checked whole (or the build placed already under
+    its name), its release served."""
+    paths = paths or Paths()
     for build in wanted:
         problem = skew_problem(build.release, control_plane)
         if problem:
@@ -50,8 +76,12 @@ def check_builds(wanted: list[BuildName], control_plane: Release) -> list[PatchS
                 f"choose a release from v{control_plane.major}.{max(34, control_plane.minor - 3)}"
                 f".0 to {control_plane}, the lab's control plane",
             )
-    series = [load_series(b) if b.series else None for b in wanted]
+    series: list[Source] = [
+        (placed_series_build(b, paths) or load_series(b)) if b.series else None for b in wanted
+    ]
     for build, s in zip(wanted, series, strict=True):
+        if isinstance(s, Path):
+            continue  # placed: nothing to build
         needs_source = (
             binary_set(build.release, ("kubelet",)).missing() if s is None else not is_built(s)
         )
@@ -71,9 +101,14 @@ def place_kubelets(
     paths = paths or Paths()
     host.require_root()
     control_plane = kept_release(paths) or DEFAULT_RELEASE
-    series = check_builds(wanted, control_plane)
+    series = check_builds(wanted, control_plane, paths)
     placed = []
     for build, s in zip(wanted, series, strict=True):
+        if isinstance(s, Path):
+            say(f"kubelet {build} placed already at {s / 'kubelet'}")
+            placed.append(s / "kubelet")
+            placed += _place_in_systemd_node(paths, build, s, say)
+            continue
         if s is None:
             source = ensure_binaries(say, release=build.release, names=("kubelet",)).path("kubelet")
         else:

@@ -21,7 +21,6 @@ from typing import Any
 
 from abtest.config.domain import Arm, Release, build_version_of, release_of, skew_problem
 from abtest.config.playbook import NodeProfile
-from abtest.errors import UserError
 from abtest.node.binary import check_path
 from abtest.node.session import NodeSession
 
@@ -61,15 +60,7 @@ def build_path(value: str | None, profile: NodeProfile) -> str | None:
         return None
     if value.startswith("/"):
         return check_path(value, "kubelet_build")
-    if profile.kubelet_builds_dir is None:
-        raise UserError(
-            f"kubelet build {value} is a release, and profile {profile.name} has no "
-            "kubelet.builds_dir to find it in",
-            profile.source,
-            "set kubelet.builds_dir (releases are <builds_dir>/VERSION/kubelet), or name the "
-            "binary's absolute path in the catalog",
-        )
-    return check_path(f"{profile.kubelet_builds_dir.rstrip('/')}/{value}/kubelet", "builds_dir")
+    return check_path(f"{profile.build_folder(value)}/kubelet", "builds_dir")
 
 
 def read_build(session: NodeSession, path: str) -> KubeletBuild | None:

@@ -121,7 +121,7 @@ def resolve(target: SSHTarget) -> Endpoint:
     """
     cfg_path = Path(target.config_file or Path.home() / ".ssh" / "config").expanduser()
     config: paramiko.SSHConfig | None = None
-    if cfg_path.is_file():
+    if cfg_path.exists():  # read_text refuses a folder, a FIFO, a device
         try:
             config = _Config.from_text(read_text(cfg_path, "ssh config"))
         except (OSError, paramiko.SSHException) as exc:

@@ -8,10 +8,12 @@ The check that every package is listed in pyproject stays in the fast tier."""
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,48 @@ def test_every_package_is_listed_in_pyproject() -> None:
         ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "abtest").rglob("__init__.py")
     }
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def _setuptools() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]  # type: ignore[no-any-return]
+
+
+def shipped_data() -> list[tuple[str, Path]]:
+    """The data files the wheel must carry, each with the package it ships in: every file of
+    every folder under kubelet-patches/ (a series is its whole folder: series.yaml, patches,
+    README), and every YAML file of gates/ and playbooks/ (what the loaders read)."""
+    wanted = []
+    for package, folder in _setuptools()["package-dir"].items():
+        root = ROOT / folder
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if not path.is_file() or any(
+                p.startswith(".") or p == "__pycache__" for p in rel.parts
+            ):
+                continue
+            if folder == "kubelet-patches" or path.suffix == ".yaml":
+                wanted.append((".".join([package, *rel.parent.parts]), path))
+    return wanted
+
+
+def test_every_data_file_is_in_a_listed_package_and_its_package_data() -> None:
+    """A new series folder (or playbook folder) that pyproject does not name would be left out
+    of the wheel silently: `abtest bisect --bad v1.36.3+bisect-demo` failed on an installed
+    package with "unknown patch series" while the checkout worked."""
+    config = _setuptools()
+    packages, data = set(config["packages"]), config["package-data"]
+    missing = []
+    for package, path in shipped_data():
+        if package not in packages:
+            missing.append(
+                f"{path.relative_to(ROOT)}: add {package!r} to [tool.setuptools] packages"
+            )
+        elif not any(fnmatch.fnmatch(path.name, glob) for glob in data.get(package, [])):
+            missing.append(
+                f"{path.relative_to(ROOT)}: add a glob for it to {package!r}'s package-data"
+            )
+    assert not missing, "\n".join(missing)
+    assert any(p.parent.name == "bisect-demo" for _, p in shipped_data())
 
 
 @pytest.mark.lab  # slow, not lab-bound: the full tier runs it (see the module docstring)

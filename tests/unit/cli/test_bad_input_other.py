@@ -40,7 +40,12 @@ CSV_CASES = [
     rounds("csv-no-size", "arm,batch_ready_s\na,1\nb,2\n", "no column size"),
     rounds("csv-no-metric", "arm,size\na,1\nb,2\n", "no metric column"),
     rounds("csv-one-round", HEADER + "a,50,1,2.0\n", "only one round"),
-    Case("csv-directory", ("analyze", "{tmp}/d"), ("no such file",), {"d/x": "1"}),
+    Case(
+        "csv-directory",
+        ("analyze", "{tmp}/d"),
+        ("is a directory", "not a regular file"),
+        {"d/x": "1"},
+    ),
     Case("csv-missing", ("analyze", "{tmp}/nope.csv"), ("nope.csv", "no such file")),
     Case(
         "csv-regress-1e308",
