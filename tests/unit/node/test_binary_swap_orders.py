@@ -87,7 +87,9 @@ def test_the_killed_bisection_sequence_keeps_the_original(
             rec = ctl.restore()
         assert rec.restored
         entries = Journal(store).history(node.node_name)
-        stale = [e for e in entries if e.kind == "binary" and "outside this journal" in e.detail]
+        stale = [
+            e for e in entries if e.kind == "binary" and "outside this journal" in (e.detail or "")
+        ]
         assert stale and stale[0].state == RESTORED
         assert Journal(store).pending(node.node_name, kind="binary") is None
     assert _binary(node) == original
