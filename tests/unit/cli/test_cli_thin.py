@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
 from abtest.store.db import Store
 from abtest.store.tables import ArmRow
@@ -154,10 +155,10 @@ def _rounds_csv(path: Path) -> Path:
     return path
 
 
-def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(tmp_path: Path) -> None:
+def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
-    import subprocess
-    import sys
 
     from abtest.app.regress import GateRequest, run_gate
     from abtest.ingest.rounds import RoundsSource
@@ -180,13 +181,9 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(tmp_path:
     as_dict = result.to_dict()
     assert json.loads(json.dumps(as_dict)) == as_dict  # plain JSON: no NaN, no tuples
     flags = ["--reference", "ref", "--candidate", "cand", "--metric", "batch_ready_s", "--json"]
-    cli = subprocess.run(
-        [sys.executable, "-m", "abtest", "regress", "--csv", str(data), *flags, "--margin", "5"],
-        capture_output=True,
-        text=True,
-    )
-    assert cli.returncode == result.exit_code, cli.stderr
-    assert json.loads(cli.stdout) == as_dict
+    cli = run(["regress", "--csv", str(data), *flags, "--margin", "5"], capsys, monkeypatch)
+    assert cli.code == result.exit_code, cli.err
+    assert json.loads(cli.out) == as_dict
 
 
 def test_regress_source_choice_is_the_use_cases() -> None:
@@ -255,22 +252,20 @@ def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) 
     assert not (tmp_path / "none.sqlite").exists()  # refused before a database is made
 
 
-def test_a_program_plans_as_the_cli_plans_and_gets_the_same_json(tmp_path: Path) -> None:
+def test_a_program_plans_as_the_cli_plans_and_gets_the_same_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``plan_sweep(...).to_dict()`` is what ``abtest plan --json`` prints (no results
     database: the stated default noise on both sides)."""
     import json
-    import subprocess
-    import sys
 
     from abtest.app.plan import plan_sweep
     from abtest.config.plan_options import PlanOptions
 
     db = tmp_path / "none.db"
-    out = subprocess.run(
-        [sys.executable, "-m", "abtest", "plan", "--playbook", "lab-reference", "--json",
-         "--detect", "10%", "--db", str(db)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    )  # fmt: skip
+    args = ["plan", "--playbook", "lab-reference", "--json", "--detect", "10%", "--db", str(db)]
+    out = run(args, capsys, monkeypatch, cwd=ROOT)
+    assert out.code == 0, out.err  # was check=True
     report = plan_sweep(PlanOptions(playbook="lab-reference"), db=db, detect="10%")
-    assert json.loads(out.stdout) == json.loads(json.dumps(report.to_dict()))
+    assert json.loads(out.out) == json.loads(json.dumps(report.to_dict()))
     assert report.to_dict()["kubelet_restarts"] == report.restarts

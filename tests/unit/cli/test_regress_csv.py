@@ -3,12 +3,13 @@ and the JUnit XML parses back with one testcase per size x metric."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bad_input import Outcome
+from cli_run import run
 
 from abtest.engine.gate_rounds import look_schedule
 
@@ -29,10 +30,12 @@ def _csv(path: Path, slowdown: float, wobble_scale: float) -> Path:
     return path
 
 
-def _regress(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "abtest", "regress", *args], capture_output=True, text=True
-    )
+@pytest.fixture
+def regress(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Outcome]:
+    """``abtest regress ARGS``, in-process (tests/cli_run.py)."""
+    return lambda *args: run(["regress", *args], capsys, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -40,11 +43,16 @@ def _regress(*args: str) -> subprocess.CompletedProcess[str]:
     [(0.0, 1, "PASS", 0), (0.20, 1, "FAIL", 1), (0.05, 30, "INCONCLUSIVE", 3)],
 )
 def test_each_verdict_has_its_exit_code(
-    tmp_path: Path, slowdown: float, wobble: float, verdict: str, code: int
+    tmp_path: Path,
+    slowdown: float,
+    wobble: float,
+    verdict: str,
+    code: int,
+    regress: Callable[..., Outcome],
 ) -> None:
     data = _csv(tmp_path / "rounds.csv", slowdown, wobble)
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
-    proc = _regress(
+    proc = regress(
         "--csv",
         str(data),
         "--reference",
@@ -56,8 +64,8 @@ def test_each_verdict_has_its_exit_code(
         "--summary",
         str(summary),
     )
-    assert proc.returncode == code, proc.stdout + proc.stderr
-    assert f"verdict: {verdict}" in proc.stdout
+    assert proc.code == code, proc.out + proc.err
+    assert f"verdict: {verdict}" in proc.out
     root = ET.parse(junit).getroot()
     suite = root.find("testsuite")
     assert suite is not None and suite.get("tests") == "2"
@@ -77,18 +85,16 @@ def test_each_verdict_has_its_exit_code(
     assert text.startswith("## abtest regress") and verdict in text and "| 150 |" in text
 
 
-def test_usage_errors_exit_2(tmp_path: Path) -> None:
+def test_usage_errors_exit_2(tmp_path: Path, regress: Callable[..., Outcome]) -> None:
     data = _csv(tmp_path / "rounds.csv", 0.0, 1)
-    assert _regress("--csv", str(data), "--reference", "ref").returncode == 2
-    assert _regress("--csv", str(data), "--reference", "ref", "--candidate", "nope").returncode == 2
+    assert regress("--csv", str(data), "--reference", "ref").code == 2
+    assert regress("--csv", str(data), "--reference", "ref", "--candidate", "nope").code == 2
     assert (
-        _regress(
-            "--csv", str(tmp_path / "missing.csv"), "--reference", "a", "--candidate", "b"
-        ).returncode
+        regress("--csv", str(tmp_path / "missing.csv"), "--reference", "a", "--candidate", "b").code
         == 2
     )
-    both = _regress("--csv", str(data), "--profile", "lab", "--reference", "a", "--candidate", "b")
-    assert both.returncode == 2 and "choose one source" in both.stderr
+    both = regress("--csv", str(data), "--profile", "lab", "--reference", "a", "--candidate", "b")
+    assert both.code == 2 and "choose one source" in both.err
 
 
 def test_look_schedule_is_fixed_in_advance() -> None:

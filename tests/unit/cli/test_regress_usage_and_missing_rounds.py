@@ -5,12 +5,13 @@ what would silently shrink an interval."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bad_input import Outcome
+from cli_run import run
 
 from abtest.engine.gate_rounds import rounds_of_two_runs
 from abtest.errors import NO_VARIATION, UserError
@@ -33,21 +34,26 @@ def _csv(path: Path, ratio: float = 1.0, wobble: bool = True, extra: str = "") -
     return path
 
 
-def _regress(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "abtest", "regress", *args], capture_output=True, text=True
-    )
+Regress = Callable[..., Outcome]
+
+
+@pytest.fixture
+def regress(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Regress:
+    """``abtest regress ARGS``, in-process (tests/cli_run.py)."""
+    return lambda *args: run(["regress", *args], capsys, monkeypatch)
 
 
 # ---------------------------------------------------------------- item 11
 
 
-def test_same_arm_as_reference_and_candidate_is_a_usage_error(tmp_path: Path) -> None:
+def test_same_arm_as_reference_and_candidate_is_a_usage_error(
+    tmp_path: Path, regress: Regress
+) -> None:
     data = _csv(tmp_path / "rounds.csv")
-    proc = _regress("--csv", str(data), "--reference", "cand", "--candidate", "cand", "--json")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "same arm" in proc.stderr and "--candidate" in proc.stderr
-    assert "PASS" not in proc.stdout
+    proc = regress("--csv", str(data), "--reference", "cand", "--candidate", "cand", "--json")
+    assert proc.code == 2, proc.out + proc.err
+    assert "same arm" in proc.err and "--candidate" in proc.err
+    assert "PASS" not in proc.out
 
 
 def test_same_stored_run_on_both_sides_is_refused(store: Store) -> None:
@@ -60,13 +66,15 @@ def test_same_stored_run_on_both_sides_is_refused(store: Store) -> None:
 
 
 @pytest.mark.parametrize("margin", ["-5", "nan", "inf"])
-def test_margin_is_refused_on_the_cli_by_the_playbook_rule(tmp_path: Path, margin: str) -> None:
+def test_margin_is_refused_on_the_cli_by_the_playbook_rule(
+    tmp_path: Path, margin: str, regress: Regress
+) -> None:
     data = _csv(tmp_path / "rounds.csv")
-    proc = _regress(
+    proc = regress(
         "--csv", str(data), "--reference", "ref", "--candidate", "cand", f"--margin={margin}"
     )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "--margin" in proc.stderr and "margin" in proc.stderr
+    assert proc.code == 2, proc.out + proc.err
+    assert "--margin" in proc.err and "margin" in proc.err
 
 
 def test_playbook_margin_uses_the_same_rule(tmp_path: Path) -> None:
@@ -82,27 +90,29 @@ def test_playbook_margin_uses_the_same_rule(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- item 13
 
 
-def test_json_keeps_note_method_p_value_and_pairs(tmp_path: Path) -> None:
+def test_json_keeps_note_method_p_value_and_pairs(tmp_path: Path, regress: Regress) -> None:
     data = _csv(tmp_path / "rounds.csv", ratio=1.0)
-    proc = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    decision = json.loads(proc.stdout)["decisions"][0]
+    proc = regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
+    assert proc.code == 0, proc.out + proc.err
+    decision = json.loads(proc.out)["decisions"][0]
     assert decision["method"] == "paired" and decision["n_pairs"] == 6
     assert 0.0 <= decision["p_value"] <= 1.0
     assert decision["note"] == ""
     assert decision["decisions"] == 2
 
 
-def test_constant_ratio_is_inconclusive_and_says_there_is_no_variation(tmp_path: Path) -> None:
+def test_constant_ratio_is_inconclusive_and_says_there_is_no_variation(
+    tmp_path: Path, regress: Regress
+) -> None:
     data = _csv(tmp_path / "rounds.csv", ratio=1.02, wobble=False)
-    proc = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    for decision in json.loads(proc.stdout)["decisions"]:
+    proc = regress("--csv", str(data), "--reference", "ref", "--candidate", "cand", "--json")
+    assert proc.code == 3, proc.out + proc.err
+    for decision in json.loads(proc.out)["decisions"]:
         assert decision["slowdown_ci"] is None and decision["p_value"] is None
         assert NO_VARIATION in decision["note"]
-    text = _regress("--csv", str(data), "--reference", "ref", "--candidate", "cand")
-    assert "no variation between rounds" in text.stdout
-    assert "n too small" not in text.stdout
+    text = regress("--csv", str(data), "--reference", "ref", "--candidate", "cand")
+    assert "no variation between rounds" in text.out
+    assert "n too small" not in text.out
 
 
 def test_text_gives_the_real_reason_for_no_interval() -> None:
@@ -139,28 +149,28 @@ def test_text_gives_the_real_reason_for_no_interval() -> None:
 # ---------------------------------------------------------------- item 14 through regress
 
 
-def test_duplicate_rounds_are_refused_by_regress_csv(tmp_path: Path) -> None:
+def test_duplicate_rounds_are_refused_by_regress_csv(tmp_path: Path, regress: Regress) -> None:
     body = "arm,size,batch_ready_s\n" + "".join(f"ref,150,{r}\ncand,150,{r * 1.01}\n" for r in REF)
     path = tmp_path / "rounds.csv"
     path.write_text(body + f"ref,150,{REF[0]}\n")
-    proc = _regress("--csv", str(path), "--reference", "ref", "--candidate", "cand")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "duplicate" in proc.stderr and "line 2" in proc.stderr and "line 14" in proc.stderr
+    proc = regress("--csv", str(path), "--reference", "ref", "--candidate", "cand")
+    assert proc.code == 2, proc.out + proc.err
+    assert "duplicate" in proc.err and "line 2" in proc.err and "line 14" in proc.err
 
 
-def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path) -> None:
+def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path, regress: Regress) -> None:
     data = _csv(tmp_path / "rounds.csv", ratio=1.0)
     lines = data.read_text().splitlines()
     lines[3] = lines[3].rsplit(",", 1)[0] + ","  # an empty p95_s cell
     data.write_text("\n".join(lines) + "\n")
-    ok = _regress(
+    ok = regress(
         "--csv", str(data), "--reference", "ref", "--candidate", "cand", "--metric", "batch_ready_s"
     )
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    asked = _regress(
+    assert ok.code == 0, ok.out + ok.err
+    asked = regress(
         "--csv", str(data), "--reference", "ref", "--candidate", "cand", "--metric", "p95_s"
     )
-    assert asked.returncode == 2 and "line 4, column p95_s" in asked.stderr
+    assert asked.code == 2 and "line 4, column p95_s" in asked.err
 
 
 def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
@@ -207,49 +217,51 @@ def _pilot(path: Path, noise: float, blocks: int = 12) -> Path:
 
 
 def test_plan_from_a_pilot_prints_both_rates_and_what_would_reach_the_target(
-    tmp_path: Path,
+    tmp_path: Path, regress: Regress
 ) -> None:
     pilot = _pilot(tmp_path / "pilot.csv", noise=0.05)
     args = ["--plan", "--playbook", "lab-regression", "--csv", str(pilot),
             "--reference", "ref", "--candidate", "cand"]  # fmt: skip
-    proc = _regress(*args)
-    assert proc.returncode == 0, proc.stderr
-    assert "an unchanged candidate PASSes" in proc.stdout and "FAILs" in proc.stdout
-    assert "cannot reach 80%" in proc.stdout and "--max-rounds" in proc.stdout
-    doc = json.loads(_regress(*args, "--json").stdout)
+    proc = regress(*args)
+    assert proc.code == 0, proc.err
+    assert "an unchanged candidate PASSes" in proc.out and "FAILs" in proc.out
+    assert "cannot reach 80%" in proc.out and "--max-rounds" in proc.out
+    doc = json.loads(regress(*args, "--json").out)
     assert not doc["reaches_target"] and doc["looks"] == [3, 6, 9]
     assert 0 <= doc["pass_if_unchanged"] < 0.8 and doc["noise"][0]["source"].startswith("history")
     # 24 paired rounds: the rates are simulated from them (issue 37 §4), and it says so
     assert doc["rates_from"] == ["the pilot's 24 rounds in 1 run(s)"] * 2
-    assert "rates from the gate's own rule on simulated rounds" in proc.stdout
+    assert "rates from the gate's own rule on simulated rounds" in proc.out
 
 
-def test_plan_says_when_the_data_are_coarse(tmp_path: Path) -> None:
+def test_plan_says_when_the_data_are_coarse(tmp_path: Path, regress: Regress) -> None:
     lines = ["arm,size,block,batch_ready_s"]
     for b, (r, c) in enumerate([(5, 6), (6, 6), (5, 5), (6, 7), (5, 6), (6, 6)]):
         lines += [f"ref,10,{b},{r}", f"cand,10,{b},{c}"]
     path = tmp_path / "whole.csv"
     path.write_text("\n".join(lines) + "\n")
-    proc = _regress("--plan", "--playbook", "lab-regression", "--csv", str(path), "--reference",
+    proc = regress("--plan", "--playbook", "lab-regression", "--csv", str(path), "--reference",
                     "ref", "--candidate", "cand", "--metric", "batch_ready_s")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "coarse data: batch_ready_s at 10 pods (1 s grid)" in proc.stdout
-    assert "the normal model's rates" in proc.stdout  # 12 rounds: too few to simulate from
+    assert proc.code == 0, proc.err
+    assert "coarse data: batch_ready_s at 10 pods (1 s grid)" in proc.out
+    assert "the normal model's rates" in proc.out  # 12 rounds: too few to simulate from
 
 
-def test_plan_needs_a_node_or_a_pilot() -> None:
-    proc = _regress("--plan")
-    assert proc.returncode == 2 and "--plan needs the node" in proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_plan_needs_a_node_or_a_pilot(regress: Regress) -> None:
+    proc = regress("--plan")
+    assert proc.code == 2 and "--plan needs the node" in proc.err
+    assert "Traceback" not in proc.err
 
 
-def test_an_inconclusive_verdict_says_what_more_would_settle_it(tmp_path: Path) -> None:
+def test_an_inconclusive_verdict_says_what_more_would_settle_it(
+    tmp_path: Path, regress: Regress
+) -> None:
     path = _csv(tmp_path / "r.csv", ratio=1.048)  # +4.8 % against a 5 % margin
     junit = tmp_path / "j.xml"
-    proc = _regress("--csv", str(path), "--reference", "ref", "--candidate", "cand",
+    proc = regress("--csv", str(path), "--reference", "ref", "--candidate", "cand",
                     "--junit", str(junit), "--summary", str(tmp_path / "s.md"))  # fmt: skip
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    text = " ".join(proc.stdout.split())  # the console wraps long lines
+    assert proc.code == 3, proc.out + proc.err
+    text = " ".join(proc.out.split())  # the console wraps long lines
     assert "to settle it: about" in text and "complete blocks in all" in text
     assert "to settle it: about" in junit.read_text()
     assert "What more would settle" in (tmp_path / "s.md").read_text()

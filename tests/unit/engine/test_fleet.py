@@ -8,9 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as sps
+from bad_input import Outcome
 from calibration import draws, slack
+from cli_run import run
 
 from abtest.batch.spec import RoundSpec
 from abtest.config.plan_options import PlanOptions
@@ -337,16 +336,15 @@ def test_two_profiles_for_one_kubelet_are_refused() -> None:
     same_node(plan.profiles)  # two nodes, two kubelets: fine
 
 
-def test_cli_two_profiles_naming_the_same_node_exit_2_and_touch_nothing(tmp_path: Path) -> None:
+def test_cli_two_profiles_naming_the_same_node_exit_2_and_touch_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "r.db"
-    out = subprocess.run(
-        [sys.executable, "-m", "abtest", "gates", "--all", "--profile", "lab", "--profile",
-         "lab", "--db", str(db)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 2, out.stderr
-    assert "both name node abtest-lab" in out.stderr
-    assert out.stderr.count("error") == 1
+    args = ["gates", "--all", "--profile", "lab", "--profile", "lab", "--db", str(db)]
+    out = run(args, capsys, monkeypatch)
+    assert out.code == 2, out.err
+    assert "both name node abtest-lab" in out.err
+    assert out.err.count("error") == 1
     assert not db.exists() or Store(db).query("SELECT id FROM runs") == []
 
 
@@ -430,27 +428,21 @@ def _second_profile(tmp_path: Path) -> Path:
     return path
 
 
-def _plan_cli(tmp_path: Path, *profiles: str, json_out: bool) -> subprocess.CompletedProcess[str]:
-    args = ["plan", "--rounds", "2", "--sizes", "10", "--db", str(tmp_path / "empty.db")]
-    for p in profiles:
-        args += ["--profile", p]
-    return subprocess.run(
-        [sys.executable, "-m", "abtest", *args, *(["--json"] if json_out else [])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 def test_plan_with_two_profiles_prints_each_nodes_schedule_and_one_nodes_wall_time(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def plan_cli(*profiles: str, json_out: bool) -> Outcome:
+        args = ["plan", "--rounds", "2", "--sizes", "10", "--db", str(tmp_path / "empty.db")]
+        for p in profiles:
+            args += ["--profile", p]
+        args += ["--json"] if json_out else []
+        return run(args, capsys, monkeypatch, env={"COLUMNS": "200"})
+
     second = str(_second_profile(tmp_path))
-    one = json.loads(_plan_cli(tmp_path, "lab", json_out=True).stdout)
-    two_run = _plan_cli(tmp_path, "lab", second, json_out=True)
-    assert two_run.returncode == 0, two_run.stderr
-    two = json.loads(two_run.stdout)
+    one = json.loads(plan_cli("lab", json_out=True).out)
+    two_run = plan_cli("lab", second, json_out=True)
+    assert two_run.code == 0, two_run.err
+    two = json.loads(two_run.out)
     assert two["nodes"] == ["abtest-lab", "abtest-lab-2"]
     # the nodes run concurrently: the wall time is one node's, not twice it
     assert two["estimate"]["seconds"] == pytest.approx(one["estimate"]["seconds"])
@@ -461,9 +453,9 @@ def test_plan_with_two_profiles_prints_each_nodes_schedule_and_one_nodes_wall_ti
         assert n["seconds"] == pytest.approx(one["estimate"]["seconds"])
     # the pooled comparisons pair node/block: twice the blocks of one node
     assert {p["blocks"] for p in two["power"]} == {4}
-    text = _plan_cli(tmp_path, "lab", second, json_out=False)
-    assert text.returncode == 0, text.stderr
-    out = " ".join(text.stdout.split())  # rich wraps long titles
+    text = plan_cli("lab", second, json_out=False)
+    assert text.code == 0, text.err
+    out = " ".join(text.out.split())  # rich wraps long titles
     assert "the same schedule on each of 2 nodes, concurrently" in out
     assert "abtest-lab-2" in out and "per node" in out
     assert "wall time one node's" in out

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_run import run
 from sweeps import SweepSpec, build_sweep
 
 from abtest.app.report import build_model
@@ -183,7 +181,9 @@ def test_report_carries_the_achieved_mde_in_every_format(store: Store) -> None:
     json.dumps(doc, allow_nan=False)
 
 
-def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
+def test_plan_cli_answers_detect_from_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "results.sqlite"
     with Store(db) as store:
         for i in range(3):
@@ -196,14 +196,11 @@ def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
             conn.execute("UPDATE rounds SET node_name = 'abtest-lab'")
         history = noise_history(store, "abtest-lab", (10, 20))
     assert set(history["group"]) == {f"sweep-20251201-000{i + 1}" for i in range(3)}
-    env = {**os.environ, "ABTEST_DB": str(db), "COLUMNS": "200"}
+    env = {"ABTEST_DB": str(db), "COLUMNS": "200"}
     args = ["plan", "--playbook", "lab-sweep", "--sizes", "10,20", "--rounds", "5"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "abtest", *args, "--detect", "10%", "--json"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    power = json.loads(proc.stdout)["power"]
+    proc = run([*args, "--detect", "10%", "--json"], capsys, monkeypatch, env=env)
+    assert proc.code == 0, proc.err
+    power = json.loads(proc.out)["power"]
     assert {(p["metric"], p["size"]) for p in power} == {
         (m, s) for m in ("batch_ready_s", "p95_s") for s in (10, 20)
     }
@@ -218,14 +215,11 @@ def test_plan_cli_answers_detect_from_history(tmp_path: Path) -> None:
         assert p["blocks_needed"] == sim.blocks_needed and p["blocks_cap"] == 100
         assert p["power_at_detect"] == pytest.approx(sim.power_at, abs=1e-3)
         assert p["mde_pct"] == pytest.approx(sim.mde_pct, abs=0.01)
-    text = subprocess.run(
-        [sys.executable, "-m", "abtest", *args, "--detect", "10%"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert text.returncode == 0, text.stderr
-    assert "blocks for 10 %" in text.stdout and "power for 10 %" in text.stdout
-    assert "this node's" in text.stdout and "simulated from its earlier rounds" in text.stdout
-    assert "default" not in text.stdout.split("MDE:")[0]
+    text = run([*args, "--detect", "10%"], capsys, monkeypatch, env=env)
+    assert text.code == 0, text.err
+    assert "blocks for 10 %" in text.out and "power for 10 %" in text.out
+    assert "this node's" in text.out and "simulated from its earlier rounds" in text.out
+    assert "default" not in text.out.split("MDE:")[0]
 
 
 def test_too_short_a_history_plans_with_the_normal_model_and_says_so() -> None:
@@ -241,7 +235,9 @@ def test_too_short_a_history_plans_with_the_normal_model_and_says_so() -> None:
     )
 
 
-def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> None:
+def test_analyze_terminal_and_json_carry_the_achieved_mde(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     rounds = tmp_path / "rounds.csv"
     rounds.write_text(
         "arm,size,block,batch_ready_s\n"
@@ -252,21 +248,21 @@ def test_analyze_terminal_and_json_carry_the_achieved_mde(tmp_path: Path) -> Non
     c = compare_pair(frame, baseline="baseline", treatment="fast", size=10, metric="batch_ready_s")
     found = achieved(c)
     assert found is not None and c.pct_ci is not None and c.pct_ci[0] < 0 < c.pct_ci[1]
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    base = [sys.executable, "-m", "abtest", "analyze", str(rounds)]
-    text = subprocess.run(base, capture_output=True, text=True, env=env)
-    assert text.returncode == 0, text.stderr
+    env = {"COLUMNS": "200", "NO_COLOR": "1"}
+    base = ["analyze", str(rounds)]
+    text = run(base, capsys, monkeypatch, env=env)
+    assert text.code == 0, text.err
     # the sensitivity, worded as such, never "< X if any" (issue 26)
-    assert "could detect % (80 % power)" in text.stdout and "if any" not in text.stdout
-    assert f" {found.mde_pct:.1f} " in text.stdout and "Not a bound on the effect" in text.stdout
-    as_json = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
-    (row,) = json.loads(as_json.stdout)["comparisons"]
+    assert "could detect % (80 % power)" in text.out and "if any" not in text.out
+    assert f" {found.mde_pct:.1f} " in text.out and "Not a bound on the effect" in text.out
+    as_json = run([*base, "--json"], capsys, monkeypatch, env=env)
+    (row,) = json.loads(as_json.out)["comparisons"]
     assert row["mde_pct"] == pytest.approx(found.mde_pct)
-    md = subprocess.run([*base, "--format", "md"], capture_output=True, text=True, env=env)
-    assert "| could detect % (80 % power) |" in md.stdout
-    assert f"| {found.mde_pct:.1f} |" in md.stdout and "if any" not in md.stdout
-    as_csv = subprocess.run([*base, "--format", "csv"], capture_output=True, text=True, env=env)
-    header, line = as_csv.stdout.splitlines()[:2]
+    md = run([*base, "--format", "md"], capsys, monkeypatch, env=env)
+    assert "| could detect % (80 % power) |" in md.out
+    assert f"| {found.mde_pct:.1f} |" in md.out and "if any" not in md.out
+    as_csv = run([*base, "--format", "csv"], capsys, monkeypatch, env=env)
+    header, line = as_csv.out.splitlines()[:2]
     assert float(line.split(",")[header.split(",").index("mde_pct")]) == pytest.approx(
         found.mde_pct
     )
