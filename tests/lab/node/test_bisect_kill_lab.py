@@ -25,12 +25,14 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY
 from abtest.config.playbook import NodeProfile
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[3]
 GOOD, MIDDLE, BAD = "v1.36.3", "v1.36.3+bisect-demo.p2", "v1.36.3+bisect-demo"
+NAMESPACE = "abtest"  # the playbook's and the lab profile's
 WAIT_S = 600.0  # a bound, not a pace: every wait below ends on a condition
 PLAYBOOK = """\
 playbook: bisect-kill
@@ -106,10 +108,19 @@ def _until(what: str, ok: Callable[[], bool], proc: subprocess.Popen[bytes]) -> 
         time.sleep(0.05)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes], core: client.CoreV1Api) -> None:
+    """SIGKILL, then what a user would do next: delete the round's pods the killed controller
+    left (only the tool's own, by its label), so the next command's pre-flight finds the
+    namespace empty."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait(30)
+    ours = f"{MANAGED_BY_KEY}={MANAGED_BY}"
+    core.delete_collection_namespaced_pod(NAMESPACE, label_selector=ours, grace_period_seconds=0)
+    deadline = time.monotonic() + WAIT_S
+    while core.list_namespaced_pod(NAMESPACE, label_selector=ours).items:
+        assert time.monotonic() < deadline, "the killed run's pods never went"
+        time.sleep(0.2)
 
 
 def _assert_node_own_kubelet(profile: NodeProfile, original: str) -> None:
@@ -154,7 +165,7 @@ def test_killed_bisection_restored_elsewhere_then_resumed_keeps_the_node_kubelet
             proc,
         )
     finally:
-        _kill(proc)
+        _kill(proc, core)
     # 3: the command the node's lock names, without --db: the journal is in x, not here
     restore = _abtest("node", "restore", "--profile", "lab")
     assert restore.returncode == 0, restore.stdout + restore.stderr
@@ -192,7 +203,7 @@ def test_kill_at_each_step_of_a_swap_then_restore(
         return True
 
     def verified() -> bool:  # the swapped kubelet proven in effect: its round's pods made
-        pods = core.list_namespaced_pod("abtest").items
+        pods = core.list_namespaced_pod(NAMESPACE).items
         return any(p.metadata.creation_timestamp > restarted_at[0] for p in pods)
 
     seen: dict[str, Callable[[], bool]] = {
@@ -209,7 +220,7 @@ def test_kill_at_each_step_of_a_swap_then_restore(
         for upto in STEPS[: STEPS.index(step) + 1]:
             _until(upto, seen[upto], proc)
     finally:
-        _kill(proc)
+        _kill(proc, core)
     restore = _abtest("node", "restore", "--profile", "lab", "--db", str(db))
     assert restore.returncode == 0, restore.stdout + restore.stderr
     _assert_node_own_kubelet(lab_profile, original)
