@@ -161,13 +161,18 @@ def test_a_pending_entry_whose_backup_is_gone_is_refused_over_a_foreign_binary(
     assert _binary(node) == original + b"# a\n"
 
 
+def _swapped_through_another_database(host: FakeHost, tmp_path: Path, original: bytes) -> None:
+    """The node on a build of ours, its journal in a database the next command does not use."""
+    bad = _build(tmp_path, "bad", original + b"# bad\n")
+    with Store(tmp_path / "x.sqlite") as x:
+        host.controller(x).install_kubelet_binary(bad)
+
+
 def test_no_restore_reports_success_while_a_build_of_ours_runs_without_its_backup(
     host: FakeHost, node: NodeProfile, original: bytes, store: Store, tmp_path: Path
 ) -> None:
     """The state the issue found after step 4: a marker, no backup, the bad end running."""
-    bad = _build(tmp_path, "bad", original + b"# bad\n")
-    with Store(tmp_path / "x.sqlite") as x:
-        host.controller(x).install_kubelet_binary(bad)
+    _swapped_through_another_database(host, tmp_path, original)
     _backup(node).unlink()
     with pytest.raises(NodeError, match=r"backup .* is gone"), host.controller(store) as ctl:
         ctl.restore()
@@ -178,9 +183,7 @@ def test_no_restore_reports_success_while_a_build_of_ours_runs_without_its_backu
 def test_a_marker_without_backup_over_the_original_is_cleared(
     host: FakeHost, node: NodeProfile, original: bytes, store: Store, tmp_path: Path
 ) -> None:
-    bad = _build(tmp_path, "bad", original + b"# bad\n")
-    with Store(tmp_path / "x.sqlite") as x:
-        host.controller(x).install_kubelet_binary(bad)
+    _swapped_through_another_database(host, tmp_path, original)
     Path(node.kubelet_binary_path).write_bytes(original)  # put back by hand
     _backup(node).unlink()
     with host.controller(store) as ctl:
