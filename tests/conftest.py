@@ -75,3 +75,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     with open(path, "a", encoding="utf-8") as out:
         for where, seconds in _file_seconds.items():
             out.write(f"lab test\t{where}\t{seconds:.1f}\n")
+
+
+# The lab tests that need a kubelet build or the systemd node's image run last, in the order
+# scripts/prefetch-builds builds them: on a machine with nothing cached those builds run in the
+# background while the other lab tests run (about 20 min of them), and a test that asks for a
+# build still in progress waits for it under the cache's build lock. Keep the two lists in step.
+_BUILD_USERS = (
+    "tests/lab/lab/test_systemd_node_lab.py",  # the image; v1.36.3+agc
+    "tests/lab/node/test_bisect_kill_lab.py",  # the two bisect-demo prefixes
+    "tests/lab/node/test_kubelet_builds_lab.py",  # v1.35.4
+    "tests/lab/node/test_patched_kubelet_lab.py",  # v1.36.3+agc with its Go tests
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def last(item: pytest.Item) -> int:
+        where = item.nodeid.split("::", 1)[0]
+        return _BUILD_USERS.index(where) + 1 if where in _BUILD_USERS else 0
+
+    items.sort(key=last)  # stable: every other test keeps its place

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lab_playbooks import quick_copy
 from sweep_signal import sigterm_once_every_node_measured
 
 from abtest.app.report import build_model
@@ -93,10 +94,8 @@ def fleet(lab_up: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         assert [p.node_name for p in profiles] == ["abtest-lab", "abtest-lab-2"]
         originals = {p.node_name: _config(p) for p in profiles}
         folder = tmp_path_factory.mktemp("fleet")
-        text = (REPO / "playbooks/lab-sweep.yaml").read_text()
-        playbook = folder / "fleet.yaml"
-        playbook.write_text(text.replace("observe_s: 10", "observe_s: 2"))
-        yield {"profiles": profiles, "originals": originals, "playbook": str(playbook)}
+        playbook = quick_copy(folder)
+        yield {"profiles": profiles, "originals": originals, "playbook": playbook}
         for p in profiles:
             assert _config(p) == originals[p.node_name], f"{p.node_name} left changed"
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from lab_playbooks import quick_copy
 
 from abtest.config.playbook import NodeProfile
 from abtest.store.db import Store
@@ -37,7 +38,7 @@ def _regress(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "--profile",
             "lab",
             "--playbook",
-            "lab-regression",
+            quick_copy(db.parent, "lab-regression"),
             "--db",
             str(db),
             "--json",

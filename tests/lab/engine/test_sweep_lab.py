@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from lab_playbooks import quick_copy
 
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace
@@ -178,7 +179,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def test_gates_all_sweep_completes_and_gives_the_node_back(
     lab_node: LabNode, namespace: str, tmp_path: Path
 ) -> None:
-    flags = ("--playbook", "lab-sweep", "--rounds", "2", "--sizes", "10", "--namespace", namespace)
+    playbook = quick_copy(tmp_path)
+    flags = ("--playbook", playbook, "--rounds", "2", "--sizes", "10", "--namespace", namespace)
     plan = _plan(tmp_path, *flags)
     assert plan["schedule"]["blocks"] == 2 and plan["schedule"]["sizes"] == [10]
     arms = {a["name"] for a in plan["schedule"]["arms"]}
@@ -247,7 +249,8 @@ def test_gates_all_sweep_completes_and_gives_the_node_back(
 def test_sigterm_mid_sweep_restores_then_resume_finishes_without_repeats(
     lab_node: LabNode, namespace: str, tmp_path: Path
 ) -> None:
-    flags = ("--playbook", "lab-sweep", "--rounds", "2", "--sizes", "5", "--namespace", namespace)
+    playbook = quick_copy(tmp_path)
+    flags = ("--playbook", playbook, "--rounds", "2", "--sizes", "5", "--namespace", namespace)
     plan = _plan(tmp_path, *flags)
     planned = _planned_keys(plan)
     db = lab_node.store.path

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from lab_playbooks import quick_copy
 
 from abtest.cluster.client import connect
 from abtest.cluster.namespaces import delete_namespace
@@ -55,7 +56,8 @@ def test_a_large_effect_resolves_at_the_first_look_and_the_sweep_stops(
     lab_node: LabNode, namespace: str, tmp_path: Path
 ) -> None:
     db = lab_node.store.path
-    flags = ("--playbook", "lab-sweep", "--sizes", "10", "--rounds", "3", "--namespace", namespace)
+    playbook = quick_copy(tmp_path)
+    flags = ("--playbook", playbook, "--sizes", "10", "--rounds", "3", "--namespace", namespace)
     proc = _abtest(
         db,
         "gates",

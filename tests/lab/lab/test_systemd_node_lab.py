@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lab_playbooks import quick_copy
 from sweep_signal import sigterm_once_every_node_measured
 
 from abtest.cluster.client import connect
@@ -308,14 +309,12 @@ def test_sigterm_mid_sweep_over_both_shapes_restores_both(
     lab = load_profile("lab")
     profiles = (lab, systemd_node)
     originals = {p.node_name: _read(p, p.kubelet_config_path) for p in profiles}
-    playbook = tmp_path / "fleet.yaml"
-    text = (REPO / "playbooks/lab-sweep.yaml").read_text()
-    playbook.write_text(text.replace("observe_s: 10", "observe_s: 2"))
+    playbook = quick_copy(tmp_path)
     db = tmp_path / "term.sqlite"
     run_id_file = tmp_path / "run-id"
     log = tmp_path / "sweep.log"
     args = [
-        "gates", "kubeAPIQPS", "--playbook", str(playbook), "--profile", "lab",
+        "gates", "kubeAPIQPS", "--playbook", playbook, "--profile", "lab",
         "--profile", str(sdnode.SystemdNode(Paths()).profile), "--rounds", "2", "--sizes", "5",
         "--namespace", "abtest-fleet", "--db", str(db), "--run-id-file", str(run_id_file),
     ]  # fmt: skip

@@ -52,7 +52,7 @@ generator:
   qps: 1000
   concurrency: 150
   timeout_s: 300
-  observe_s: 5
+  observe_s: 2
 """
 CATALOG = f"""\
 catalog: kill-swap
