@@ -384,7 +384,7 @@ def test_the_two_systemd_gates_of_the_agc_build_engage_on_the_systemd_driver(
     proc = _abtest(
         "gates", *SYSTEMD_GATES, "--all", "--catalog", "agc", "--kubelet-build", "v1.36.3+agc",
         "--profile", str(sdnode.SystemdNode(Paths()).profile), "--rounds", "1", "--sizes", "10",
-        "--db", str(db), "--json", timeout=1800,
+        "--playbook", quick_copy(tmp_path), "--db", str(db), "--json", timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_id = json.loads(proc.stdout)["run_id"]

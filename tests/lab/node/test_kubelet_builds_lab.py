@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from lab_playbooks import quick_copy
 
 from abtest.config.playbook import NodeProfile
 from abtest.store.db import Store
@@ -142,6 +143,8 @@ def test_each_batch_runs_under_its_arms_kubelet_and_gate(
             "1",
             "--sizes",
             "3",
+            "--playbook",
+            quick_copy(tmp_path),
             "--db",
             str(db),
             "--json",
@@ -258,7 +261,8 @@ def test_the_agc_catalog_runs_the_upstream_gate_and_names_the_five_vendor_ones(
     assert _node_files(lab_profile) == before
     # and alone it runs for real, verified in effect (/configz and the feature metric)
     proc = _abtest("gates", "--catalog", "agc", "PLEGOnDemandRelist", "--all",
-                   "--rounds", "1", "--sizes", "3", "--db", str(db), "--json")  # fmt: skip
+                   "--playbook", quick_copy(tmp_path), "--rounds", "1", "--sizes", "3",
+                   "--db", str(db), "--json")  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["nodes"][0]["failed_arms"] == {}
     with Store(db) as store:

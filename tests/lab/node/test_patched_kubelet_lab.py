@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from lab_playbooks import quick_copy
 
 from abtest.config.playbook import NodeProfile
 from abtest.store.db import Store
@@ -197,6 +198,7 @@ def test_the_agc_catalog_runs_on_the_patched_build_every_gate_verified(
     try:
         proc = _abtest(
             "gates", "--all", "--catalog", "agc", "--kubelet-build", BUILD,
+            "--playbook", quick_copy(tmp_path),
             "--rounds", "1", "--sizes", "20", "--db", str(db), "--json",
             timeout=2400,
         )  # fmt: skip
