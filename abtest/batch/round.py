@@ -39,7 +39,7 @@ from abtest.batch.template import RenderedPod, render_batch, round_selector
 from abtest.cluster.client import Cluster
 from abtest.config.playbook import Generator, Workload
 from abtest.errors import AbtestError
-from abtest.node import signals as stopping
+from abtest.process import stop as stopping
 
 SANDBOX_FAILURE = "FailedCreatePodSandBox"
 # the node-side poll's pace (abtest.batch.sandbox_wait) is part of cleanup()'s contract

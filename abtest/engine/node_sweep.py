@@ -22,7 +22,7 @@ from abtest.engine.sweep_plan import SweepPlan
 from abtest.engine.sweep_run import Event, SweepOptions, done_keys, failed_arms
 from abtest.errors import AbtestError, ApplyFailed, Interrupted, NodeError
 from abtest.node.kubelet_build import KubeletBuild, arm_problems, build_path
-from abtest.node.signals import checkpoint
+from abtest.process.stop import checkpoint
 from abtest.store.db import Store
 
 

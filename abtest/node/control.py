@@ -62,7 +62,7 @@ from abtest.node.records import (
 )
 from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
-from abtest.node.signals import SignalGuard
+from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
 from abtest.store.journal import (
     APPLIED,

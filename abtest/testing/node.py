@@ -8,7 +8,7 @@ commands that must run, in order; ``node.verify()`` asserts they did and that th
 left as found (original config, no pending change, lock free).
 
 A node can hold the sweep in a long step - a batch round or a restart wait - the way a real
-one does: it waits with :func:`abtest.node.signals.sleep`, so only a stop request ends the wait
+one does: it waits with :func:`abtest.process.stop.sleep`, so only a stop request ends the wait
 (the hold gives up after ``HOLD_CAP_S`` and records ``...-not-stopped``, which fails
 ``verify``). With ``state_file`` every change is also written there as JSON, so a test can
 watch a sweep running in another process (the project's tests/fake_sweep.py is one).
@@ -38,7 +38,7 @@ from abtest.engine.nodekit import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.node.signals import SignalGuard, signals_received, sleep
+from abtest.process.stop import SignalGuard, signals_received, sleep
 from abtest.store.db import Store
 
 ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
