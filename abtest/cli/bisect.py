@@ -102,10 +102,7 @@ def bisect(
         margin_pct=margin,
         seed=seed,
         resume=resume,
-        accept_new_host_key=live.accept_new_host_key,
-        kubeconfig=live.kubeconfig,
-        context=live.context,
-        db=live.db,
+        **live.reach(),
     )
     model = run_bisect(request, say=lambda m: err_console.print(m, highlight=False))
     if live.json_out:

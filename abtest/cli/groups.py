@@ -5,6 +5,7 @@ and regress share, where their rounds come from, is :data:`abtest.cli.sources.OT
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from abtest.cli import options as o
 from abtest.cli.options import OptionGroup, option
@@ -90,6 +91,16 @@ class LiveRun:
     kubeconfig: str | None
     context: str | None
     json_out: bool
+
+    def reach(self) -> dict[str, Any]:
+        """What a live request (regress's, bisect's) takes of these: the node's host key, its
+        kubeconfig and context, the database."""
+        return {
+            "accept_new_host_key": self.accept_new_host_key,
+            "kubeconfig": self.kubeconfig,
+            "context": self.context,
+            "db": self.db,
+        }
 
 
 LIVE_RUN = OptionGroup(

@@ -116,10 +116,7 @@ def regress(
         max_rounds=max_rounds,
         confidence=confidence,
         seed=seed,
-        accept_new_host_key=live.accept_new_host_key,
-        kubeconfig=live.kubeconfig,
-        context=live.context,
-        db=live.db,
+        **live.reach(),
     )
     say = lambda m: err_console.print(m, highlight=False)  # noqa: E731
     if plan:
