@@ -11,6 +11,7 @@ from typing import Any
 from abtest.config import datafiles
 from abtest.config import numbers as num
 from abtest.config.domain import design_choices, design_problem
+from abtest.config.full_match import whole
 from abtest.config.k8s_names import (
     ANNOTATION_TODO,
     RUNTIME_CLASS_TODO,
@@ -26,7 +27,6 @@ from abtest.config.node_profile import NodeProfile as NodeProfile
 from abtest.config.node_profile import SSHTarget as SSHTarget
 from abtest.config.node_profile import load_profile as load_profile
 from abtest.config.node_profile import parse_profile as parse_profile
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields, yaml_mapping
 from abtest.config.yaml_input import read_text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from abtest.config.whole import whole_match
+from abtest.config.full_match import whole_match
 from abtest.errors import UserError
 
 _VERSION = re.compile(r"v?(?P<major>1)\.(?P<minor>\d{1,3})\.(?P<patch>\d{1,3})")

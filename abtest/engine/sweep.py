@@ -14,7 +14,7 @@ recorded "interrupted" and the signal propagates (the CLI exits 128 + signum).
 
 One node's share is :mod:`abtest.engine.node_sweep`; the run's rows and the resume check are
 :mod:`abtest.engine.sweep_run`. Everything that talks to a node or the API server comes from a
-:class:`~abtest.engine.nodekit.NodeKit` (the real one by default).
+:class:`~abtest.engine.sweep_nodes.NodeKit` (the real one by default).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from abtest.batch.run_record import finish_run
 from abtest.engine.fleet import check_fleet, skipped_arms
-from abtest.engine.node_sweep import NodeOutcome, NodeSweep, PreflightGate, SweepStopped
-from abtest.engine.nodekit import NodeKit, RealNodes
+from abtest.engine.node_sweep import NodeOutcome, NodeSweep, PreflightBarrier, SweepStopped
+from abtest.engine.sweep_nodes import NodeKit, RealNodes
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.engine.sweep_run import Event, SweepOptions, start_run
 from abtest.errors import AbtestError, Interrupted, StoreError
@@ -83,10 +83,10 @@ def _sweep(
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
     stop = threading.Event()
     workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop, kit) for p in plan.profiles]
-    gate = PreflightGate(len(workers)) if len(workers) > 1 else None
+    barrier = PreflightBarrier(len(workers)) if len(workers) > 1 else None
     for w in workers:
         w.upto_block = upto_block
-        w.gate = gate
+        w.barrier = barrier
     status, reason = "finished", None
     try:
         if len(workers) == 1:

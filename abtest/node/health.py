@@ -29,8 +29,8 @@ from typing import Any
 from abtest.cluster.client import Cluster
 from abtest.cluster.nodes import configz, feature_enabled, lease_renewed, node_status
 from abtest.config.domain import Scalar
+from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
-from abtest.config.whole import whole
 from abtest.errors import ClusterError, NodeError
 from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
 from abtest.node.session import NodeSession

@@ -14,8 +14,8 @@ import shlex
 from typing import Any, Protocol
 
 from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
-from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node.connection import Result
 

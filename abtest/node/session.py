@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
-from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
 from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result

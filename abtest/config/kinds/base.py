@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from abtest.config.factor_levels import FactorValue, PodPart, Settings
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:

@@ -6,9 +6,9 @@ import re
 from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, Settings
+from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:

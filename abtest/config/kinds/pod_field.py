@@ -11,10 +11,10 @@ import re
 from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, PodPart
+from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import scalar
 from abtest.config.pod_spec import POD_SPEC_FIELDS, SCALAR_TYPES
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
