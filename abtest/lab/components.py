@@ -466,7 +466,8 @@ BY_NAME = {c.name: c for c in COMPONENTS}
 ORDER = tuple(c.name for c in COMPONENTS)
 # The processes each node has of its own (pid files in Node.pids); the rest of ORDER is the
 # control plane and the one sshd, shared by all nodes.
-NODE_COMPONENTS = tuple(c.name for c in COMPONENTS if c.per_node)
+PER_NODE = tuple(c for c in COMPONENTS if c.per_node)
+NODE_COMPONENTS = tuple(c.name for c in PER_NODE)
 # What /proc/PID/cmdline must contain for a pid file to still be ours.
 EXPECT = {c.name: c.expect for c in COMPONENTS}
 

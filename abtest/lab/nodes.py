@@ -129,9 +129,7 @@ def profile_text(node: Node) -> str:
 
 def start_node(node: Node, ports: dict[str, int], say: Say) -> None:
     """Start one of nodes 2..N (node 1 starts within the lab's ORDER)."""
-    for comp in components.COMPONENTS:
-        if not comp.per_node:
-            continue
+    for comp in components.PER_NODE:
         if comp.running(node) is not None:
             if comp.healthy(node.paths, ports, node):
                 continue
@@ -195,12 +193,11 @@ SHIPPED_PROFILE = str(datafiles.data_dir("playbooks") / "nodes" / "lab.yaml")
 def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
     running: dict[str, int | None] = {}
     healthy: dict[str, bool] = {}
-    for comp in components.COMPONENTS:
-        if comp.per_node:
-            pid = comp.running(node)
-            running[comp.name] = pid
-            ok = pid is not None and bool(ports)
-            healthy[comp.name] = ok and comp.healthy(node.paths, ports, node)
+    for comp in components.PER_NODE:
+        pid = comp.running(node)
+        running[comp.name] = pid
+        ok = pid is not None and bool(ports)
+        healthy[comp.name] = ok and comp.healthy(node.paths, ports, node)
     ready, version = False, None
     if api_ok and ports:
         try:

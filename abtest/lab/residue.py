@@ -70,9 +70,7 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
     named = {read_pid(paths.pids, n) for n in components.ORDER}
     extra = [Node(i, paths) for i in _other_node_indexes(paths)]
     for node in extra:
-        for comp in components.COMPONENTS:
-            if not comp.per_node:
-                continue
+        for comp in components.PER_NODE:
             named.add(read_pid(node.pids, comp.name))
             pid = comp.running(node)
             if pid is not None:
