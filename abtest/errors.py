@@ -124,7 +124,7 @@ class StoreConflict(StoreError):
 
 
 # Not an AbtestError: like KeyboardInterrupt it is no failure of ours, and a bare
-# `except AbtestError` must not swallow it. Raised by abtest.node.signals.
+# `except AbtestError` must not swallow it. Raised by abtest.process.stop.
 class Interrupted(BaseException):  # named like KeyboardInterrupt, on purpose
     """The process got SIGINT or SIGTERM."""
 

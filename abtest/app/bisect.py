@@ -26,7 +26,7 @@ from abtest.app.bisect_builds import (
 )
 from abtest.app.bisect_state import (
     METRICS,
-    Settings,
+    BisectParameters,
     StoredBisection,
     check_metric,
     check_size,
@@ -42,7 +42,7 @@ from abtest.errors import AbtestError, UserError
 from abtest.store.db import DbTarget, Store
 
 if TYPE_CHECKING:  # the node layer is imported only when a bisection runs
-    from abtest.engine.nodekit import NodeKit
+    from abtest.engine.sweep_nodes import NodeKit
 
 Say = Callable[[str], None]
 #: what a new bisection uses when the option is not given (on --resume: the stored one)
@@ -70,7 +70,9 @@ class BisectRequest:
     db: DbTarget = None
 
 
-def settings_of(req: BisectRequest, releases: Callable[..., list[BuildName]] | None) -> Settings:
+def settings_of(
+    req: BisectRequest, releases: Callable[..., list[BuildName]] | None
+) -> BisectParameters:
     """The request checked whole (range, metric, size, blocks) before anything runs."""
     playbook = req.playbook or DEFAULT_PLAYBOOK
     pb = load_playbook(playbook)
@@ -80,7 +82,7 @@ def settings_of(req: BisectRequest, releases: Callable[..., list[BuildName]] | N
     num.MAX_ROUNDS.check(max_blocks, "--max-blocks")
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     builds = build_range(req.good, req.bad, req.builds, releases or served_builds)
-    return Settings(
+    return BisectParameters(
         tuple(stored_form(b) for b in builds),
         playbook,
         req.profiles or DEFAULT_PROFILES,
@@ -134,7 +136,7 @@ def run_bisect(
         except BaseException as exc:  # an interruption, a lost node, a bug: the same hint
             if search.root:  # the node was restored; what was decided is kept
                 say(f"stopped; go on with: abtest bisect --resume {search.root}")
-            from abtest.engine.gate_live import CouldNotMeasure
+            from abtest.engine.regress_live import CouldNotMeasure
 
             if isinstance(exc, AbtestError) and not isinstance(exc, CouldNotMeasure):
                 # a node or the cluster failed under the measurement: exit 4 says so
@@ -143,7 +145,7 @@ def run_bisect(
         return bisection_model(store, search.root or "")
 
 
-def _nodes(req: BisectRequest, settings: Settings) -> tuple[NodeProfile, ...]:
+def _nodes(req: BisectRequest, settings: BisectParameters) -> tuple[NodeProfile, ...]:
     from abtest.app.profiles import load_profiles
 
     return load_profiles(settings.profiles, req.kubeconfig, req.context)
@@ -167,7 +169,7 @@ def refuse_changed_options(req: BisectRequest, stored: StoredBisection) -> None:
         )
 
 
-def _given(req: BisectRequest, s: Settings) -> list[tuple[str, object, object, str]]:
+def _given(req: BisectRequest, s: BisectParameters) -> list[tuple[str, object, object, str]]:
     """(flag, value given, value stored, what it is) of each option given, read as a new
     bisection reads it (the same checks: a bad value is refused as it would be there)."""
 

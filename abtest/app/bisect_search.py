@@ -9,7 +9,7 @@ from typing import Any
 
 from abtest.analysis.bisect import ENTRY, Span, StepRecord, conclude
 from abtest.app.bisect_builds import Builder
-from abtest.app.bisect_state import Pending, Settings, StoredBisection, settings_json
+from abtest.app.bisect_state import BisectParameters, Pending, StoredBisection, settings_json
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.bisect_steps import (
     BisectSetup,
@@ -18,7 +18,7 @@ from abtest.engine.bisect_steps import (
     measure_plan,
     step_at,
 )
-from abtest.engine.nodekit import NodeKit
+from abtest.engine.sweep_nodes import NodeKit
 from abtest.stats.bisect import BAD, GOOD, OUTCOMES, middle
 from abtest.store.db import Store
 
@@ -29,7 +29,7 @@ class Search:
     def __init__(
         self,
         store: Store,
-        settings: Settings,
+        settings: BisectParameters,
         playbook: Playbook,
         nodes: Sequence[NodeProfile],
         builder: Builder,

@@ -59,7 +59,7 @@ def check_size(size: int, pb: Playbook, where: str) -> int:
 
 
 @dataclass(frozen=True)
-class Settings:
+class BisectParameters:
     """What the whole search uses, as stored in its first run (so --resume is the same)."""
 
     builds: tuple[tuple[str, str | None], ...]  # (name, series folder or None)
@@ -92,11 +92,11 @@ class Settings:
 
 
 def stored_form(build: BuildName) -> tuple[str, str | None]:
-    """A build as Settings keeps it: its name, and its series' folder when it has one."""
+    """A build as BisectParameters keeps it: its name, and its series' folder when it has one."""
     return build.name, str(build.folder) if build.folder and build.series else None
 
 
-def settings_json(settings: Settings) -> dict[str, Any]:
+def settings_json(settings: BisectParameters) -> dict[str, Any]:
     return {
         "builds": [list(b) for b in settings.builds],
         "playbook": settings.playbook,
@@ -123,7 +123,7 @@ class Pending:
 @dataclass(frozen=True)
 class StoredBisection:
     root: str
-    settings: Settings
+    settings: BisectParameters
     records: tuple[StepRecord, ...]  # decided, index 0 (the ends) first
     pending: Pending | None
 
@@ -223,7 +223,7 @@ def read_bisection(store: Store, run_id: str) -> StoredBisection:
     return _measurements(run_id, settings, mine)
 
 
-def parse_settings(root: str, value: Any) -> Settings:
+def parse_settings(root: str, value: Any) -> BisectParameters:
     f = _object(root, "settings", "settings.", value)
     builds = _builds(f)
     max_blocks = f.number("max_blocks", num.MAX_ROUNDS)
@@ -237,7 +237,7 @@ def parse_settings(root: str, value: Any) -> Settings:
     profiles = f.items("profiles")
     if not profiles:
         f.fail("profiles", "no profile")
-    return Settings(
+    return BisectParameters(
         builds,
         f.text("playbook"),
         tuple(_text(f, f"profiles[{i}]", p) for i, p in enumerate(profiles)),
@@ -277,7 +277,7 @@ def _builds(f: _Fields) -> tuple[tuple[str, str | None], ...]:
 
 
 def _measurements(
-    root: str, settings: Settings, entries: Sequence[tuple[str, dict[str, Any]]]
+    root: str, settings: BisectParameters, entries: Sequence[tuple[str, dict[str, Any]]]
 ) -> StoredBisection:
     """The decided records (0 .. k-1, each the step the ones before it lead to) and at most
     one undecided measurement, k."""
@@ -326,7 +326,7 @@ def _builds_are(index: int) -> str:
 
 
 def _next_builds(
-    root: str, settings: Settings, records: Sequence[StepRecord], index: int
+    root: str, settings: BisectParameters, records: Sequence[StepRecord], index: int
 ) -> tuple[str, ...]:
     """The builds measurement ``index`` measures after ``records``, as the search goes."""
     names = settings.names
@@ -348,7 +348,9 @@ def _next_builds(
     return names[low], names[mid], names[high]
 
 
-def _unexpected(settings: Settings, builds: tuple[Any, ...], expected: tuple[str, ...]) -> str:
+def _unexpected(
+    settings: BisectParameters, builds: tuple[Any, ...], expected: tuple[str, ...]
+) -> str:
     outside = [b for b in builds if b not in settings.names]
     if outside:
         return f"{outside[0]!r} is not a build of the range"
@@ -356,7 +358,7 @@ def _unexpected(settings: Settings, builds: tuple[Any, ...], expected: tuple[str
 
 
 def parse_record(
-    root: str, settings: Settings, run: str, index: int, value: Any, builds: tuple[str, ...]
+    root: str, settings: BisectParameters, run: str, index: int, value: Any, builds: tuple[str, ...]
 ) -> StepRecord:
     """A decided measurement's record, consistent with its entry, run and settings."""
     f = _object(root, f"{_owner(index)} record", _owner(index) + " ", value)

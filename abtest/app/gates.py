@@ -13,8 +13,8 @@ from typing import Any
 
 from abtest.app.profiles import with_kube
 from abtest.config.plan_options import PlanOptions
-from abtest.engine.nodekit import NodeKit
 from abtest.engine.sweep import Event, SweepOptions, SweepResult, run_sweep
+from abtest.engine.sweep_nodes import NodeKit
 from abtest.engine.sweep_plan import SweepPlan, build_plan, options_from_json, parse_percent
 from abtest.engine.sweep_run import resume_plan_check
 from abtest.engine.until_resolved import (

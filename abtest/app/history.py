@@ -19,7 +19,7 @@ from abtest.stats.changepoints import (
     run_figure,
 )
 from abtest.store.db import DbTarget, Store
-from abtest.store.series import METRICS, base_config, node_arms, node_rounds, pool_facts
+from abtest.store.node_history import METRICS, base_config, node_arms, node_rounds, pool_facts
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class GateRequest:
 
 def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
     """The verdict. UserError for a bad request; a live measurement that fails for any other
-    reason is :class:`~abtest.engine.gate_live.CouldNotMeasure` (exit 4)."""
+    reason is :class:`~abtest.engine.regress_live.CouldNotMeasure` (exit 4)."""
     pb = load_playbook(req.playbook)
     # The playbook's margin passed the same rule when it was loaded.
     margin_pct = (
@@ -100,7 +100,7 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
     # Imported only for a live gate: the node and cluster layers (paramiko, the Kubernetes
     # client) cost the file and stored-run gates seconds of start-up.
     from abtest.app.profiles import load_profiles
-    from abtest.engine.gate_live import CouldNotMeasure, LiveGateOptions, run_live
+    from abtest.engine.regress_live import CouldNotMeasure, LiveGateOptions, run_live
 
     live = LiveGateOptions(
         profile=req.profiles[0],

@@ -145,8 +145,8 @@ def _history_and_time(
         )
     # the node and cluster layers only for a live plan, as for a live gate
     from abtest.app.profiles import load_profiles
-    from abtest.engine.gate_live import LiveGateOptions, build_gate_plan
     from abtest.engine.prior_runs import node_history, noise_history
+    from abtest.engine.regress_live import LiveGateOptions, build_gate_plan
     from abtest.engine.sweep_plan import node_estimates
 
     nodes = load_profiles(req.profiles, req.kubeconfig, req.context)

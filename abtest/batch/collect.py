@@ -14,10 +14,10 @@ from typing import Any
 
 from abtest.batch import metrics
 from abtest.batch.acceptance import judge
-from abtest.batch.gaps import AFTER, GapPart, Laps
 from abtest.batch.generator import SubmitResult
 from abtest.batch.model import EventRecord, MetricDelta, PodRecord, Summary, Verdict
 from abtest.batch.observe import PodSeen
+from abtest.batch.round_gaps import AFTER, GapPart, Laps
 from abtest.batch.summary import summarize
 from abtest.cluster.client import Cluster, node_proxy_get
 from abtest.cluster.pods import list_pod_events, pod_events_version

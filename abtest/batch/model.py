@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from abtest.batch.gaps import GapPart
+from abtest.batch.round_gaps import GapPart
 
 
 @dataclass
@@ -125,7 +125,7 @@ class RoundResult:
     observe_s: float
     workload: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what could not be measured, and why
-    # the gaps around the measured span, in parts (abtest.batch.gaps), and the monotonic
+    # the gaps around the measured span, in parts (abtest.batch.round_gaps), and the monotonic
     # times the round was entered and returned (the sweep's share between rounds)
     gap_parts: list[GapPart] = field(default_factory=list)
     entered_mono: float | None = None

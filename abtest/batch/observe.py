@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from abtest.node.signals import checkpoint
+from abtest.process.stop import checkpoint
 
 # condition type -> attribute of PodSeen holding the first monotonic time it was seen True
 MILESTONES = {

@@ -28,10 +28,10 @@ from abtest.batch.collect import (
     finish_events,
     scrape,
 )
-from abtest.batch.gaps import AFTER, BEFORE, GapPart, Laps, clock_anchor
 from abtest.batch.generator import SubmitResult
 from abtest.batch.model import PodRecord, RoundResult
 from abtest.batch.observe import PodTracker
+from abtest.batch.round_gaps import AFTER, BEFORE, GapPart, Laps, clock_anchor
 from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
 from abtest.batch.spec import RoundSpec, Say, WatchOptions
@@ -39,7 +39,7 @@ from abtest.batch.template import RenderedPod, render_batch, round_selector
 from abtest.cluster.client import Cluster
 from abtest.config.playbook import Generator, Workload
 from abtest.errors import AbtestError
-from abtest.node import signals as stopping
+from abtest.process import stop as stopping
 
 SANDBOX_FAILURE = "FailedCreatePodSandBox"
 # the node-side poll's pace (abtest.batch.sandbox_wait) is part of cleanup()'s contract
@@ -66,7 +66,7 @@ class CleanupResult:
     sandbox_count: int | None  # the last count read (None: not asked)
     reap_failures: int = 0  # how many times removing the stopped sandboxes failed
     reap_error: str | None = None  # the last such failure
-    # laps from the delete call on (abtest.batch.gaps, phase "after"), adding up to seconds,
+    # laps from the delete call on (abtest.batch.round_gaps, phase "after"), adding up to seconds,
     # and overlapping detail (API side, time in node commands, polls)
     parts: tuple[GapPart, ...] = ()
 

@@ -18,13 +18,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from abtest import __version__
 from abtest.cluster.client import Cluster
 from abtest.cluster.environment import node_facts, server_version
 from abtest.config.locations import redact_argv
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.errors import AbtestError, StoreConflict
-from abtest.store.db import Store, now_iso
+from abtest.process.version import __version__
+from abtest.store.db import Store
+from abtest.store.tables import now_iso
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,17 +16,18 @@ from typing import Any
 import jinja2
 import yaml
 
+# the labels' home is the cluster layer (the node's sandbox cleanup checks them too); named
+# here as well, where a reader of the pod template looks for them
+from abtest.cluster.labels import MANAGED_BY as MANAGED_BY
+from abtest.cluster.labels import MANAGED_BY_KEY as MANAGED_BY_KEY
+from abtest.cluster.labels import ROUND_LABEL as ROUND_LABEL
+from abtest.cluster.labels import RUN_LABEL as RUN_LABEL
 from abtest.config.domain import Arm
 from abtest.config.playbook import Workload
 from abtest.errors import ConfigError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_TEMPLATE = TEMPLATES / "pod.yaml.j2"
-
-MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "abtest"
-RUN_LABEL = "abtest/run"
-ROUND_LABEL = "abtest/round"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ size is its own table; Holm adjusts the p-values across the arms of one (size, m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from abtest.cli import options as o
 from abtest.cli import sources as s
 from abtest.cli.render import console, echo, err_console, print_json, print_table
 from abtest.errors import UserError
+from abtest.ingest.rounds import RoundsSource
 from abtest.report.fmt import detectable_cell, no_interval
 from abtest.stats import METRICS, Comparison
 
@@ -34,6 +36,7 @@ METHOD_LINES = (
 )
 
 
+@s.OTHER_TOOLS.into("tools")
 def analyze(
     csv_path: Annotated[
         Path | None,
@@ -43,6 +46,7 @@ def analyze(
             "(add a round column if they are distinct rounds).",
         ),
     ] = None,
+    *,
     baseline: Annotated[
         str, typer.Option("--baseline", help="Arm every other arm is compared with.")
     ] = "baseline",
@@ -56,13 +60,7 @@ def analyze(
     ] = None,
     confidence: o.Confidence = 0.95,
     json_out: o.Json = False,
-    kube_burner: s.KubeBurner = None,
-    clusterloader2: s.Clusterloader2 = None,
-    arm_globs: s.Arm = None,
-    job: s.Job = None,
-    block: s.Block = None,
-    run_size: s.Size = None,
-    latency: s.Latency = None,
+    tools: RoundsSource,
     out_format: Annotated[
         str,
         typer.Option(
@@ -81,16 +79,7 @@ def analyze(
             "--format",
             f"one of {', '.join(analyze_formats.FORMATS)}",
         )
-    source = s.rounds_source(
-        csv_path,
-        kube_burner=kube_burner,
-        clusterloader2=clusterloader2,
-        arms=arm_globs,
-        job=job,
-        block=block,
-        size=run_size,
-        latency=latency,
-    )
+    source = replace(tools, csv=csv_path)
     result = analyze_rounds(source, baseline=baseline, metrics=metric, confidence=confidence)
     if json_out or out_format == "json":
         print_json(result.to_dict())

@@ -16,13 +16,16 @@ from abtest.app.bisect import (
     run_bisect,
 )
 from abtest.app.bisect_state import METRICS
+from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json
 from abtest.config import numbers as num
 from abtest.report.bisect import exit_code, summary_lines
 
 
+@g.LIVE_RUN.into("live")
 def bisect(
+    *,
     good: Annotated[
         str | None, typer.Option("--good", help="The good build: v1.34.4, or v1.36.3.")
     ] = None,
@@ -74,11 +77,7 @@ def bisect(
             "--accept-new-host-key are this command's).",
         ),
     ] = None,
-    accept_new_host_key: o.AcceptNewHostKey = False,
-    db: o.Db = None,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
-    json_out: o.Json = False,
+    live: g.LiveRun,
 ) -> None:
     """Find the first build of an ordered range (releases, a patch series' prefixes, or a
     list) that made pod start-up slower.
@@ -103,13 +102,10 @@ def bisect(
         margin_pct=margin,
         seed=seed,
         resume=resume,
-        accept_new_host_key=accept_new_host_key,
-        kubeconfig=kubeconfig,
-        context=context,
-        db=db,
+        **live.reach(),
     )
     model = run_bisect(request, say=lambda m: err_console.print(m, highlight=False))
-    if json_out:
+    if live.json_out:
         print_json(model.to_dict())
     else:
         for line in summary_lines(model):

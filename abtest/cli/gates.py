@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config import numbers as num
@@ -18,10 +19,13 @@ from abtest.config.paths import output_problem
 from abtest.errors import UserError
 
 
+@g.SWEEP_INPUTS.into("inputs")
+@g.SWEEP_SCHEDULE.into("schedule")
 def gates(
     names: Annotated[
         list[str] | None, typer.Argument(help="Limit the sweep to these factors.")
     ] = None,
+    *,
     list_: Annotated[
         bool, typer.Option("--list", help="List the catalog's factors and exit.")
     ] = False,
@@ -30,16 +34,8 @@ def gates(
     ] = False,
     attribution: o.Attribution = False,
     design: o.Design = None,
-    playbook: o.Playbook = "lab-sweep",
-    profile: o.Profiles = None,
-    catalog: o.Catalog = None,
-    rounds: o.Rounds = None,
-    sizes: o.Sizes = None,
-    seed: o.Seed = None,
-    qps: o.Qps = None,
-    concurrency: o.Concurrency = None,
-    namespace: o.Namespace = None,
-    kubelet_build: o.KubeletBuildOpt = None,
+    inputs: g.SweepInputs,
+    schedule: g.SweepSchedule,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue this run where it stopped.")
     ] = None,
@@ -83,7 +79,7 @@ def gates(
 ) -> None:
     """List factors (--list), or measure them on a node: --all, or NAME..."""
     if list_:
-        _list(catalog or "agc", json_out)
+        _list(inputs.catalog or "agc", json_out)
         return
     # Imported only for a sweep: `gates --list` must start without the node and cluster layers
     # (paramiko, the Kubernetes client, aiohttp) and pandas.
@@ -99,21 +95,7 @@ def gates(
         )
     chosen = all_ or names or design or attribution
     request = GatesRequest(
-        plan=o.plan_options(
-            playbook=playbook,
-            profile=profile,
-            catalog=catalog,
-            names=names,
-            design=design,
-            attribution=attribution,
-            rounds=rounds,
-            sizes=sizes,
-            seed=seed,
-            qps=qps,
-            concurrency=concurrency,
-            namespace=namespace,
-            kubelet_build=kubelet_build,
-        )
+        plan=g.plan_options(names, design, attribution, inputs, schedule)
         if chosen and not resume
         else None,
         resume=resume,

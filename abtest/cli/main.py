@@ -18,10 +18,10 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
-from abtest import __version__
 from abtest.cli import coercion
 from abtest.cli.terminal import sane_terminal_env, visible
 from abtest.errors import AbtestError, Interrupted, UserError
+from abtest.process.version import __version__
 
 if TYPE_CHECKING:
     from typer import _click

@@ -5,14 +5,16 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import typer
 
 from abtest.config import numbers as num
 from abtest.config.k8s_names import namespace_problem
-from abtest.config.plan_options import PlanOptions
 from abtest.errors import UserError
 
 if TYPE_CHECKING:
@@ -189,35 +191,50 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
     return sizes or None
 
 
-def plan_options(
-    *,
-    playbook: str,
-    profile: list[str] | None,
-    catalog: str | None,
-    names: list[str] | None,
-    design: str | None,
-    attribution: bool,
-    rounds: int | None,
-    sizes: str | None,
-    seed: int | None,
-    qps: float | None,
-    concurrency: int | None,
-    namespace: str | None,
-    kubelet_build: str | None = None,
-) -> PlanOptions:
-    """The plan the sweep options describe (gates and plan take the same ones)."""
-    return PlanOptions(
-        playbook=playbook,
-        profiles=tuple(profile or ()),
-        catalog=catalog,
-        factors=tuple(names or ()),
-        design=design,
-        attribution=attribution,
-        rounds=rounds,
-        sizes=parse_sizes(sizes),
-        seed=seed,
-        qps=qps,
-        concurrency=concurrency,
-        namespace=namespace,
-        kubelet_build=kubelet_build,
+# --- groups of options ----------------------------------------------------------------------
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def option(name: str, alias: object, default: object) -> inspect.Parameter:
+    """One option of a group: its parameter name, its alias below, its default."""
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=alias
     )
+
+
+@dataclass(frozen=True)
+class OptionGroup(Generic[T]):
+    """Options several commands take together, declared once (asv's ``common_args.add_*``):
+    the group's parameters, in the order every command's --help shows them, and the one value
+    they make. A command names the value as one keyword-only parameter (``inputs:
+    SweepInputs``) and is decorated with ``@SWEEP_INPUTS.into("inputs")``: typer sees the
+    group's options in that parameter's place, and the command is called with their value."""
+
+    #: the options, in the order a command's --help lists them
+    params: tuple[inspect.Parameter, ...]
+    #: what they make together, called with each option's value by its parameter's name
+    make: Callable[..., T]
+
+    def into(self, name: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+        """Put the group's options in the place of the command's parameter `name`."""
+
+        def decorate(command: Callable[..., R]) -> Callable[..., R]:
+            own = inspect.signature(command, eval_str=True)
+            params = list(own.parameters.values())
+            at = [p.name for p in params].index(name)
+            params[at : at + 1] = self.params
+            names = [p.name for p in self.params]
+
+            @functools.wraps(command)
+            def run(*args: Any, **kwargs: Any) -> R:
+                kwargs[name] = self.make(**{n: kwargs.pop(n) for n in names})
+                return command(*args, **kwargs)
+
+            # typer reads both: the signature for the options, the annotations for their types
+            run.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+            run.__annotations__ = {p.name: p.annotation for p in params}
+            return run
+
+        return decorate

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from abtest.app.plan import PlanReport, plan_sweep
+from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
 from abtest.config.domain import Arm, show_scalar
@@ -18,20 +19,15 @@ if TYPE_CHECKING:  # a type in a signature; the CLI calls no engine
     from abtest.engine.sweep_plan import PowerRow
 
 
+@g.SWEEP_INPUTS.into("inputs")
+@g.SWEEP_SCHEDULE.into("schedule")
 def plan(
     names: Annotated[list[str] | None, typer.Argument(help="Limit to these factors.")] = None,
-    playbook: o.Playbook = "lab-sweep",
-    profile: o.Profiles = None,
-    catalog: o.Catalog = None,
+    *,
+    inputs: g.SweepInputs,
     design: o.Design = None,
     attribution: o.Attribution = False,
-    rounds: o.Rounds = None,
-    sizes: o.Sizes = None,
-    seed: o.Seed = None,
-    qps: o.Qps = None,
-    concurrency: o.Concurrency = None,
-    namespace: o.Namespace = None,
-    kubelet_build: o.KubeletBuildOpt = None,
+    schedule: g.SweepSchedule,
     db: o.Db = None,
     json_out: o.Json = False,
     detect: Annotated[
@@ -50,21 +46,7 @@ def plan(
     """Print the arms, the block schedule, kubelet restarts, an estimated duration and the
     smallest change each comparison can detect. Nothing is touched."""
     report = plan_sweep(
-        o.plan_options(
-            playbook=playbook,
-            profile=profile,
-            catalog=catalog,
-            names=names,
-            design=design,
-            attribution=attribution,
-            rounds=rounds,
-            sizes=sizes,
-            seed=seed,
-            qps=qps,
-            concurrency=concurrency,
-            namespace=namespace,
-            kubelet_build=kubelet_build,
-        ),
+        g.plan_options(names, design, attribution, inputs, schedule),
         db=db,
         confidence=confidence,
         detect=detect,

@@ -5,23 +5,29 @@ Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE (at the cap), 4 could not measure, 2 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from abtest.app.regress import GateRequest, run_gate
+from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli import sources as s
 from abtest.cli.render import console, echo, err_console, print_json
 from abtest.config import numbers as num
 from abtest.config.paths import write_output
 from abtest.errors import UserError
+from abtest.ingest.rounds import RoundsSource
 from abtest.report.verdict import describe, junit_xml, markdown_summary
 from abtest.stats.gate import GateResult
 
 
+@s.OTHER_TOOLS.into("tools")
+@g.LIVE_RUN.into("live")
 def regress(
+    *,
     reference: Annotated[
         str | None,
         typer.Option("--reference", help="Live: a node state SPEC. With --csv: the reference arm."),
@@ -53,13 +59,7 @@ def regress(
             help="Rounds CSV (the format of abtest analyze; duplicate rows refused).",
         ),
     ] = None,
-    kube_burner: s.KubeBurner = None,
-    clusterloader2: s.Clusterloader2 = None,
-    arm_globs: s.Arm = None,
-    job: s.Job = None,
-    block: s.Block = None,
-    run_size: s.Size = None,
-    latency: s.Latency = None,
+    tools: RoundsSource,
     sizes: o.Sizes = None,
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metric(s); default: playbook's.")
@@ -83,11 +83,7 @@ def regress(
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Write a Markdown summary here.")
     ] = None,
-    accept_new_host_key: o.AcceptNewHostKey = False,
-    db: o.Db = None,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
-    json_out: o.Json = False,
+    live: g.LiveRun,
     plan: Annotated[
         bool,
         typer.Option(
@@ -112,16 +108,7 @@ def regress(
         profiles=tuple(profile or ()),
         reference_run=reference_run,
         candidate_run=candidate_run,
-        rounds=s.rounds_source(
-            csv,
-            kube_burner=kube_burner,
-            clusterloader2=clusterloader2,
-            arms=arm_globs,
-            job=job,
-            block=block,
-            size=run_size,
-            latency=latency,
-        ),
+        rounds=replace(tools, csv=csv),
         sizes=o.parse_sizes(sizes),
         metrics=tuple(m.strip() for v in metric or [] for m in v.split(",") if m.strip()),
         margin_pct=margin,
@@ -129,23 +116,20 @@ def regress(
         max_rounds=max_rounds,
         confidence=confidence,
         seed=seed,
-        accept_new_host_key=accept_new_host_key,
-        kubeconfig=kubeconfig,
-        context=context,
-        db=db,
+        **live.reach(),
     )
     say = lambda m: err_console.print(m, highlight=False)  # noqa: E731
     if plan:
         from abtest.app.regress_plan import describe_plan, plan_regress
 
         report = plan_regress(request, say)
-        if json_out:
+        if live.json_out:
             print_json(report.to_dict())
         else:
             echo(describe_plan(report), nl=False)
         raise typer.Exit(0)
     result = run_gate(request, say=say)
-    _emit(result, junit, summary, json_out)
+    _emit(result, junit, summary, live.json_out)
     raise typer.Exit(result.exit_code)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from abtest.cli.options import in_range
+from abtest.cli.options import OptionGroup, in_range, option
 from abtest.config.numbers import SIZE
 from abtest.ingest.rounds import RoundsSource
 
@@ -84,3 +84,43 @@ def rounds_source(
         size=size,
         latency=latency,
     )
+
+
+# --- rounds another tool measured (analyze, regress) ----------------------------------------
+
+
+def _other_tools(
+    kube_burner: Path | None,
+    clusterloader2: Path | None,
+    arm_globs: list[str] | None,
+    job: str | None,
+    block: str | None,
+    run_size: int | None,
+    latency: str | None,
+) -> RoundsSource:
+    return rounds_source(
+        None,
+        kube_burner=kube_burner,
+        clusterloader2=clusterloader2,
+        arms=arm_globs,
+        job=job,
+        block=block,
+        size=run_size,
+        latency=latency,
+    )
+
+
+#: The rounds source without its CSV (each command names that its own way): ``replace(tools,
+#: csv=path)``.
+OTHER_TOOLS = OptionGroup(
+    (
+        option("kube_burner", KubeBurner, None),
+        option("clusterloader2", Clusterloader2, None),
+        option("arm_globs", Arm, None),
+        option("job", Job, None),
+        option("block", Block, None),
+        option("run_size", Size, None),
+        option("latency", Latency, None),
+    ),
+    _other_tools,
+)

@@ -13,10 +13,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call, convert
-from abtest.errors import ClusterError, UserError
 
-MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "abtest"
+# the labels' home is abtest.cluster.labels; named here too, where older code imports them
+from abtest.cluster.labels import MANAGED_BY as MANAGED_BY
+from abtest.cluster.labels import MANAGED_BY_KEY as MANAGED_BY_KEY
+from abtest.errors import ClusterError, UserError
 
 
 class NamespaceNotOwned(UserError):

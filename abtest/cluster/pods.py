@@ -18,7 +18,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from abtest.cluster.client import Cluster, api_call, convert
-from abtest.cluster.namespaces import MANAGED_BY, MANAGED_BY_KEY, check_owned
+from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY
+from abtest.cluster.namespaces import check_owned
 from abtest.errors import ClusterError
 
 OnEvent = Callable[[str, dict[str, Any], float], None]

@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from abtest import __version__
 from abtest.cluster.client import Cluster
+from abtest.process.version import __version__
 
 #: warming is before the round; a stuck API server must not hold it longer than this
 WARM_TIMEOUT_S = 30.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from abtest.config.full_match import whole_match
 from abtest.config.paths import input_problem
-from abtest.config.whole import whole_match
 from abtest.errors import ConfigError
 
 _NOUNS = {"gates": "catalog", "playbooks": "playbook", "kubelet-patches": "patch series"}

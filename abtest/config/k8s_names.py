@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 
 # A RuntimeClass name is a DNS-1123 subdomain; an annotation key is a qualified name: an
 # optional DNS-1123 subdomain prefix and "/", then a name of at most 63 characters.

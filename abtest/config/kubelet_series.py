@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abtest.config.datafiles import data_dir
-from abtest.config.domain import Release, parse_release
+from abtest.config.releases import Release, parse_release
 from abtest.config.series_patches import Patch, read_patches
 from abtest.config.yaml_input import load_yaml_file
 from abtest.errors import UserError

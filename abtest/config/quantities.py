@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from abtest.config.whole import whole_match
+from abtest.config.full_match import whole_match
 
 _QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[numkMGTPE]|[KMGTPE]i)?")
 _FACTORS = {

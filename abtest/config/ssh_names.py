@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from abtest.config.full_match import whole
 from abtest.config.numbers import PORT
-from abtest.config.whole import whole
 
 # RFC 1123 labels, plus "_" (seen in real ssh config aliases); never a leading "-" (an option)
 _HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})")

@@ -1,7 +1,7 @@
 """The measurements of `abtest bisect`: each is an ordinary sweep of kubelet-build arms (the
 endpoint confirmation: ``good`` and ``bad``; a step: ``low``, ``mid`` and ``high``) in
 randomized blocks, looking at planned block counts and adding blocks while undecided, as the
-regression gate does (:mod:`abtest.engine.gate_live`). The sweep engine swaps the builds in
+regression gate does (:mod:`abtest.engine.regress_live`). The sweep engine swaps the builds in
 (journaled) and puts the node's own kubelet back on every exit path; a run stopped mid-way is
 resumed by measuring it again under its id (the rounds it has are skipped).
 """
@@ -19,11 +19,11 @@ from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_live import CouldNotMeasure, raise_if_arms_failed
 from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
-from abtest.engine.nodekit import NodeKit
+from abtest.engine.regress_live import CouldNotMeasure, raise_if_arms_failed
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, run_sweep
+from abtest.engine.sweep_nodes import NodeKit
 from abtest.engine.sweep_plan import SweepPlan, check_plan_size, check_pod_renders
 from abtest.stats import overall_verdict
 from abtest.stats.bisect import MORE, StepLook, cells_of, step_look

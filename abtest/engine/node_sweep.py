@@ -1,7 +1,7 @@
 """One node's share of a sweep: pre-flight, then each visit of the block schedule (configure
 once, verified in effect; an optional warm-up round; every size in the visit's order), each
 finished round committed before the next starts, and the node's original config restored and
-verified whatever happens. Several nodes wait at a :class:`PreflightGate` until every node's
+verified whatever happens. Several nodes wait at a :class:`PreflightBarrier` until every node's
 pre-flight has passed."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
 from abtest.config.domain import Arm, build_version_of
 from abtest.config.playbook import NodeProfile
-from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit, PreflightSpec, RealNodes
 from abtest.engine.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
 from abtest.engine.schedule import RoundSlot, Visit, remaining
+from abtest.engine.sweep_nodes import NodeAccess, NodeControl, NodeKit, PreflightSpec, RealNodes
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.engine.sweep_run import Event, SweepOptions, done_keys, failed_arms
 from abtest.errors import AbtestError, ApplyFailed, Interrupted, NodeError
 from abtest.node.kubelet_build import KubeletBuild, arm_problems, build_path
-from abtest.node.signals import checkpoint
+from abtest.process.stop import checkpoint
 from abtest.store.db import Store
 
 
@@ -39,7 +39,7 @@ class NodeOutcome:
     failed_arms: dict[str, str] = field(default_factory=dict)
 
 
-class PreflightGate:
+class PreflightBarrier:
     """Several nodes: no node is changed until every node's pre-flight has passed, so one node
     that cannot take part stops the sweep with every node untouched."""
 
@@ -76,7 +76,7 @@ class NodeSweep:
         self.outcome = NodeOutcome(profile.node_name, "running")
         self.uses_binaries = any(a.kubelet_binary for a in plan.arms)
         self.upto_block: int | None = None  # run only blocks below this (regress looks)
-        self.gate: PreflightGate | None = None  # several nodes: wait for every pre-flight
+        self.barrier: PreflightBarrier | None = None  # several nodes: wait for every pre-flight
         # the kubelet part (Arm.kubelet_key) the node runs since our last apply; None: not
         # known (first visit, resume, after a failed apply that restored the original)
         self.kubelet_now: tuple[object, ...] | None = None
@@ -157,9 +157,9 @@ class NodeSweep:
         gen = self.plan.playbook.generator
         cluster = self.kit.cluster(self.profile, pool_size=max(32, gen.concurrency + 8))
         self.preflight(cluster)
-        if self.gate is not None:
-            self.gate.arrive()
-            while not self.gate.open.wait(0.05):
+        if self.barrier is not None:
+            self.barrier.arrive()
+            while not self.barrier.open.wait(0.05):
                 self._boundary()  # another node's pre-flight failed, or a signal: stop here
         self.kit.ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)

@@ -8,13 +8,13 @@ Ctrl-C, SIGTERM) the node's original config is put back and verified before we r
 
 Several nodes run the same schedule concurrently, one thread each; a node is then a block
 factor in the analysis. One node is the N=1 case of the same code. SIGINT/SIGTERM are caught
-on the main thread (:mod:`abtest.node.signals`) and reach every worker at its next wait, so each
+on the main thread (:mod:`abtest.process.stop`) and reach every worker at its next wait, so each
 one stops promptly, restores its own node under a shield and releases its lock; the run is
 recorded "interrupted" and the signal propagates (the CLI exits 128 + signum).
 
 One node's share is :mod:`abtest.engine.node_sweep`; the run's rows and the resume check are
 :mod:`abtest.engine.sweep_run`. Everything that talks to a node or the API server comes from a
-:class:`~abtest.engine.nodekit.NodeKit` (the real one by default).
+:class:`~abtest.engine.sweep_nodes.NodeKit` (the real one by default).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from abtest.batch.run_record import finish_run
 from abtest.engine.fleet import check_fleet, skipped_arms
-from abtest.engine.node_sweep import NodeOutcome, NodeSweep, PreflightGate, SweepStopped
-from abtest.engine.nodekit import NodeKit, RealNodes
+from abtest.engine.node_sweep import NodeOutcome, NodeSweep, PreflightBarrier, SweepStopped
+from abtest.engine.sweep_nodes import NodeKit, RealNodes
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.engine.sweep_run import Event, SweepOptions, start_run
 from abtest.errors import AbtestError, Interrupted, StoreError
-from abtest.node.signals import SignalGuard, shield
+from abtest.process.stop import SignalGuard, shield
 from abtest.store.db import Store
 
 __all__ = ["Event", "SweepOptions", "SweepResult", "run_sweep"]
@@ -83,10 +83,10 @@ def _sweep(
     emit("run", {"run_id": run_id, "resumed": bool(resume_run_id)})
     stop = threading.Event()
     workers = [NodeSweep(plan, p, store, run_id, opts, emit, stop, kit) for p in plan.profiles]
-    gate = PreflightGate(len(workers)) if len(workers) > 1 else None
+    barrier = PreflightBarrier(len(workers)) if len(workers) > 1 else None
     for w in workers:
         w.upto_block = upto_block
-        w.gate = gate
+        w.barrier = barrier
     status, reason = "finished", None
     try:
         if len(workers) == 1:
@@ -122,7 +122,7 @@ def _run_concurrently(workers: list[NodeSweep], stop: threading.Event) -> None:
 
     The first failure sets ``stop`` (the others stop at their next round boundary and
     restore). A signal lands here, on the main thread, which is shielded while it waits: the
-    signal is not raised here but reaches every worker at its next wait (abtest.node.signals),
+    signal is not raised here but reaches every worker at its next wait (abtest.process.stop),
     each restores its node, and only when all are done is the interruption raised.
     """
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:

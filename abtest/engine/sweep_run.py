@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from abtest.batch.run_record import new_run
-from abtest.engine.nodekit import NodeKit
 from abtest.engine.schedule import RoundKey
+from abtest.engine.sweep_nodes import NodeKit
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.errors import UserError
 from abtest.store.db import Store

@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 
 from abtest.engine.gate_rounds import analysable_rounds, look_schedule
-from abtest.engine.nodekit import NodeKit
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
+from abtest.engine.sweep_nodes import NodeKit
 from abtest.engine.sweep_plan import SweepPlan
 from abtest.errors import UserError
 from abtest.stats import Comparison, compare

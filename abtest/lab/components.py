@@ -1,4 +1,8 @@
-"""What each lab component is: its command line and how to tell it is healthy."""
+"""The lab's components: one small object each that knows its command line, how to tell it
+is healthy, its pid file and log, and how to start and stop itself (pyperf's ``Operation`` per
+host setting is the model). Adding one (a latency-injecting proxy) is one class here and its
+place in ``COMPONENTS``; ``lab up``, ``down``, ``status`` and the residue check go through them.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +10,17 @@ import json
 import os
 import socket
 import ssl
+import subprocess
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
-from abtest.lab import kubelet_service, layout
-from abtest.lab.files import PUBLIC_FILE, write_file
-from abtest.lab.layout import Node, Paths
-
-ORDER = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "containerd",
-    "kubelet",
-    "sshd",
-    "node-proxy-host",
-    "node-proxy-netns",
-)
-# The processes each node has of its own (pid files in Node.pids); the rest of ORDER is the
-# control plane and the one sshd, shared by all nodes.
-NODE_COMPONENTS = ("containerd", "kubelet", "node-proxy-host", "node-proxy-netns")
-# What /proc/PID/cmdline must contain for a pid file to still be ours.
-EXPECT = {
-    "etcd": "etcd",
-    "kube-apiserver": "kube-apiserver",
-    "kube-controller-manager": "kube-controller-manager",
-    "kube-scheduler": "kube-scheduler",
-    "containerd": "containerd",
-    "kubelet": "kubelet",
-    "sshd": "sshd",
-    "node-proxy-host": "socat",
-    "node-proxy-netns": "socat",
-}
+from abtest.errors import LabError
+from abtest.lab import layout
+from abtest.lab.layout import Node, Paths, Say
+from abtest.lab.processes import alive, read_pid, start, stop, wait_until
 
 
 @dataclass(frozen=True)
@@ -67,8 +44,8 @@ def containerd_path(bin_dir: Path, inherited: str | None) -> str:
     `containerd-shim-runc-v2` in its working directory, else the first on its PATH, and
     looks in its own directory only when PATH has none: with Debian's containerd installed
     its 1.6 shim (/usr/bin) would run the lab's pods unless the lab's own shim comes first.
-    The lab also starts containerd in that directory (argv_for). The shim inherits this PATH
-    and finds `runc` on it (the runc handler names no binary)."""
+    The lab also starts containerd in that directory (Containerd.argv). The shim inherits this
+    PATH and finds `runc` on it (the runc handler names no binary)."""
     first = str(bin_dir)
     rest = [p for p in (inherited or "").split(os.pathsep) if p and p != first]
     rest += [p for p in SYSTEM_PATH if p not in rest]
@@ -79,235 +56,7 @@ def containerd_env(bin_dir: Path) -> dict[str, str]:
     return {"PATH": containerd_path(bin_dir, os.environ.get("PATH"))}
 
 
-def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> Spec:
-    """The command line of a control-plane component, or of `node`'s own one (default: node 1)."""
-    b, pki = paths.bin, paths.pki
-    node = node or Node(1, paths)
-    if name == "etcd":
-        # TLS on both listeners, and a client (or peer) must present a certificate from
-        # etcd's own CA: only the API server holds one (pki.py). Both stay on loopback.
-        client = f"https://127.0.0.1:{ports['etcd']}"
-        peer = f"https://127.0.0.1:{ports['etcd_peer']}"
-        ep = paths.etcd_pki
-        return Spec(
-            name,
-            (
-                str(b / "etcd"),
-                "--name=lab",
-                f"--data-dir={paths.etcd_data}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=lab={peer}",
-                f"--cert-file={ep / 'server.crt'}",
-                f"--key-file={ep / 'server.key'}",
-                "--client-cert-auth=true",
-                f"--trusted-ca-file={ep / 'ca.crt'}",
-                f"--peer-cert-file={ep / 'peer.crt'}",
-                f"--peer-key-file={ep / 'peer.key'}",
-                "--peer-client-cert-auth=true",
-                f"--peer-trusted-ca-file={ep / 'ca.crt'}",
-                "--log-level=warn",
-            ),
-        )
-    if name == "kube-apiserver":
-        return Spec(
-            name,
-            (
-                str(b / "kube-apiserver"),
-                f"--etcd-servers=https://127.0.0.1:{ports['etcd']}",
-                f"--etcd-cafile={paths.etcd_pki / 'ca.crt'}",
-                f"--etcd-certfile={pki / 'apiserver-etcd-client.crt'}",
-                f"--etcd-keyfile={pki / 'apiserver-etcd-client.key'}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
-                # The node's Hostname resolves into the lab netns (see layout.NETNS).
-                "--kubelet-preferred-address-types=Hostname,InternalIP",
-                f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
-                "--authorization-mode=Node,RBAC",
-                "--enable-admission-plugins=NodeRestriction",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                # A loopback advertise address is not a valid endpoint for the kubernetes service.
-                "--endpoint-reconciler-type=none",
-                "--max-requests-inflight=1000",
-                "--max-mutating-requests-inflight=500",
-                "--profiling=false",
-                "--v=1",
-            ),
-        )
-    if name == "kube-controller-manager":
-        return Spec(
-            name,
-            (
-                str(b / "kube-controller-manager"),
-                f"--kubeconfig={paths.root / 'controller-manager.kubeconfig'}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['controller_manager']}",
-                "--leader-elect=false",
-                # root-ca-certificate-publisher: kube-root-ca.crt, which token-mounting pods need
-                "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle,"
-                "root-ca-certificate-publisher-controller",
-                f"--service-account-private-key-file={pki / 'sa.key'}",
-                f"--root-ca-file={pki / 'ca.crt'}",
-                "--use-service-account-credentials=true",
-                "--profiling=false",
-                "--v=1",
-            ),
-        )
-    if name == "kube-scheduler":
-        return Spec(
-            name,
-            (
-                str(b / "kube-scheduler"),
-                f"--kubeconfig={paths.root / 'scheduler.kubeconfig'}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['scheduler']}",
-                "--leader-elect=false",
-                "--profiling=false",
-                "--v=1",
-            ),
-        )
-    if name == "containerd":
-        # The lab's own build (binaries.CONTAINERD_VERSION), shared by every node.
-        return Spec(
-            name,
-            (str(b / "containerd"), f"--config={node.containerd_dir / 'config.toml'}"),
-            env=containerd_env(b),
-            cwd=b,
-        )
-    if name == "sshd":
-        return Spec(name, ("/usr/sbin/sshd", "-D", "-e", "-f", str(paths.ssh / "sshd_config")))
-    kubelet_port = ports[node.port_key("kubelet")]
-    if name == "node-proxy-host":
-        return Spec(
-            name,
-            (
-                "socat",
-                f"UNIX-LISTEN:{node.bridge_sock},fork,unlink-early,mode=600",
-                f"TCP:127.0.0.1:{kubelet_port}",
-            ),
-        )
-    if name == "node-proxy-netns":
-        return Spec(
-            name,
-            (
-                "socat",
-                f"TCP-LISTEN:{kubelet_port},bind={node.proxy_ip},fork,reuseaddr",
-                f"UNIX-CONNECT:{node.bridge_sock}",
-            ),
-            netns=node.netns,
-        )
-    raise KeyError(name)
-
-
-def kubelet_config_text(node: Node, ports: dict[str, int]) -> str:
-    pki, ca = node.pki, node.paths.pki / "ca.crt"
-    return _kubelet_config_head(node, ports, pki, ca) + _own_node_lines(node)
-
-
-def _own_node_lines(node: Node) -> str:
-    if node.first:
-        return ""  # node 1's config is the single-node lab's, byte for byte
-    return f"""# This node's own cgroup root and pod log directory (see layout.Node).
-cgroupRoot: {node.cgroup_root}
-podLogsDir: {node.pod_logs_dir}
-"""
-
-
-def _kubelet_config_head(node: Node, ports: dict[str, int], pki: Path, ca: Path) -> str:
-    return f"""# Lab kubelet configuration, written by `abtest lab up`. abtest experiments edit it
-# in place (and always put it back); `lab up` rewrites it only in a fresh state directory.
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: {ports[node.port_key("kubelet")]}
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: {ports[node.port_key("kubelet_healthz")]}
-tlsCertFile: {pki / "kubelet-serving.crt"}
-tlsPrivateKeyFile: {pki / "kubelet-serving.key"}
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: {ca}
-authorization:
-  mode: Webhook
-containerRuntimeEndpoint: unix://{node.containerd_socket}
-cgroupDriver: cgroupfs
-# The lab VM mounts cgroup v1; every supported kubelet still runs there when told to (the
-# default turned to true in v1.35: a kubelet with this unset refuses to start here).
-failCgroupV1: false
-failSwapOn: false
-clusterDomain: cluster.local
-clusterDNS: [{layout.CLUSTER_DNS_IP}]
-resolvConf: /etc/resolv.conf
-maxPods: 250
-serializeImagePulls: false
-kubeAPIQPS: 50
-kubeAPIBurst: 100
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 2%
-  imagefs.available: 2%
-# The null control's gate at its catalog off level. No gate a supported kubelet lacks
-# (PLEGOnDemandRelist is v1.36+) is set here: every kubelet_build arm runs this file.
-featureGates:
-  ContainerCheckpoint: true
-"""
-
-
-def kubelet_flags(node: Node) -> list[str]:
-    return [
-        f"--config={node.kubelet_config}",
-        f"--kubeconfig={node.kubelet_kubeconfig}",
-        f"--hostname-override={node.name}",
-        f"--root-dir={node.kubelet_dir / 'root'}",
-        f"--cert-dir={node.kubelet_dir / 'pki'}",
-        "--v=1",
-    ]
-
-
-def kept_config_notes(node: Node) -> list[str]:
-    """What a kubelet config kept from an older lab lacks that a fresh one has (`up` never
-    rewrites a kept config: an experiment's journaled change may be in it)."""
-    if not node.kubelet_config.exists():
-        return []
-    try:
-        config = YAML(typ="safe", pure=True).load(node.kubelet_config.read_text())
-    except YAMLError:
-        return []  # not ours to judge here: the kubelet's own start names what is wrong
-    if not isinstance(config, dict) or config.get("clusterDNS"):
-        return []
-    return [
-        f"{node.name}: its kubelet config is from an older lab and has no clusterDNS, so "
-        "every pod writes MissingClusterDNS warning events at each sync (docs/lab.md, "
-        "'Cluster DNS'); `abtest lab down --purge && abtest lab up` gives it one"
-    ]
-
-
-def write_kubelet_files(node: Node, ports: dict[str, int], fresh: bool) -> Path:
-    if fresh or not node.kubelet_config.exists():
-        write_file(node.kubelet_config, kubelet_config_text(node, ports), PUBLIC_FILE)
-    write_file(node.kubelet_dir / "flags", "\n".join(kubelet_flags(node)) + "\n", PUBLIC_FILE)
-    script = node.bin / "kubelet-service"
-    write_file(script, kubelet_service.script(node), 0o755)
-    return script
-
-
-# --- health probes -------------------------------------------------------------------------
+# --- probes -------------------------------------------------------------------------
 
 
 def _tls(paths: Paths, verify: bool = True) -> ssl.SSLContext:
@@ -392,44 +141,349 @@ def api_server_version(paths: Paths, ports: dict[str, int]) -> str | None:
     return api_get(paths, ports, "/version").get("gitVersion")
 
 
+# --- the components ------------------------------------------------------------------------
+
+
+class Component:
+    """One process of the lab. ``argv`` and ``probe`` are each component's own; the rest
+    (its pid file, log, start and stop) is the same for all but the kubelet's."""
+
+    name: ClassVar[str]
+    #: what /proc/PID/cmdline must contain for a pid file to still be ours
+    expect: ClassVar[str]
+    #: True: each node has its own (pid file in Node.pids); False: one for the whole lab
+    per_node: ClassVar[bool] = False
+    #: how long `up` waits for it to be healthy, in seconds
+    start_timeout: ClassVar[float] = 60.0
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        raise KeyError(self.name)  # started otherwise (the kubelet: by its script)
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        """True when it answers as a healthy one does; may raise when it does not answer."""
+        raise NotImplementedError
+
+    def healthy(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        try:
+            return self.probe(paths, ports, node)
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def log(self, node: Node) -> Path:
+        return node.logs / f"{self.name}.log"
+
+    def label(self, node: Node) -> str:
+        return self.name if node.first else f"{node.name} {self.name}"
+
+    def launch(self, node: Node, ports: dict[str, int]) -> None:
+        spec = self.argv(node.paths, ports, node)
+        start(self.name, spec.argv, self.log(node), node.pids, netns=spec.netns, env=spec.env,
+              cwd=spec.cwd)  # fmt: skip
+
+    def start(self, node: Node, ports: dict[str, int], say: Say) -> None:
+        """Start it on `node` (node 1 for the control plane) and wait until it is healthy."""
+        t0 = time.monotonic()
+        self.launch(node, ports)
+        wait_until(
+            self.label(node),
+            lambda: self.healthy(node.paths, ports, node),
+            self.start_timeout,
+            # No cmdline check here: right after fork the child may not have exec'd yet.
+            still_running=lambda: alive(read_pid(node.pids, self.name)),
+            log=self.log(node),
+        )
+        say(f"  {self.label(node)} healthy in {time.monotonic() - t0:.1f} s")
+
+    def running(self, node: Node) -> int | None:
+        """Its pid, when its pid file names a live process that is still it."""
+        pid = read_pid(node.pids, self.name)
+        return pid if alive(pid, self.expect) else None
+
+    def stop(self, node: Node) -> bool:
+        """Stop it; False when it was not running."""
+        return stop(self.name, node.pids, self.expect)
+
+
+class Etcd(Component):
+    name = "etcd"
+    expect = "etcd"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        # TLS on both listeners, and a client (or peer) must present a certificate from
+        # etcd's own CA: only the API server holds one (pki.py). Both stay on loopback.
+        client = f"https://127.0.0.1:{ports['etcd']}"
+        peer = f"https://127.0.0.1:{ports['etcd_peer']}"
+        ep = paths.etcd_pki
+        return Spec(
+            self.name,
+            (
+                str(paths.bin / "etcd"),
+                "--name=lab",
+                f"--data-dir={paths.etcd_data}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=lab={peer}",
+                f"--cert-file={ep / 'server.crt'}",
+                f"--key-file={ep / 'server.key'}",
+                "--client-cert-auth=true",
+                f"--trusted-ca-file={ep / 'ca.crt'}",
+                f"--peer-cert-file={ep / 'peer.crt'}",
+                f"--peer-key-file={ep / 'peer.key'}",
+                "--peer-client-cert-auth=true",
+                f"--peer-trusted-ca-file={ep / 'ca.crt'}",
+                "--log-level=warn",
+            ),
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return http_ok(etcd_url(ports, "/health"), etcd_tls(paths))
+
+
+class ApiServer(Component):
+    name = "kube-apiserver"
+    expect = "kube-apiserver"
+    start_timeout = 120.0
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        pki = paths.pki
+        return Spec(
+            self.name,
+            (
+                str(paths.bin / "kube-apiserver"),
+                f"--etcd-servers=https://127.0.0.1:{ports['etcd']}",
+                f"--etcd-cafile={paths.etcd_pki / 'ca.crt'}",
+                f"--etcd-certfile={pki / 'apiserver-etcd-client.crt'}",
+                f"--etcd-keyfile={pki / 'apiserver-etcd-client.key'}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports['apiserver']}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                # The node's Hostname resolves into the lab netns (see layout.NETNS).
+                "--kubelet-preferred-address-types=Hostname,InternalIP",
+                f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                # A loopback advertise address is not a valid endpoint for the kubernetes service.
+                "--endpoint-reconciler-type=none",
+                "--max-requests-inflight=1000",
+                "--max-mutating-requests-inflight=500",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", _tls(paths))
+
+
+class ControllerManager(Component):
+    name = "kube-controller-manager"
+    expect = "kube-controller-manager"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(
+            self.name,
+            (
+                str(paths.bin / "kube-controller-manager"),
+                f"--kubeconfig={paths.root / 'controller-manager.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['controller_manager']}",
+                "--leader-elect=false",
+                # root-ca-certificate-publisher: kube-root-ca.crt, which token-mounting pods need
+                "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle,"
+                "root-ca-certificate-publisher-controller",
+                f"--service-account-private-key-file={paths.pki / 'sa.key'}",
+                f"--root-ca-file={paths.pki / 'ca.crt'}",
+                "--use-service-account-credentials=true",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        url = f"https://127.0.0.1:{ports['controller_manager']}/healthz"
+        return http_ok(url, _tls(paths, verify=False))
+
+
+class Scheduler(Component):
+    name = "kube-scheduler"
+    expect = "kube-scheduler"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(
+            self.name,
+            (
+                str(paths.bin / "kube-scheduler"),
+                f"--kubeconfig={paths.root / 'scheduler.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['scheduler']}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=1",
+            ),
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False))
+
+
+class Containerd(Component):
+    name = "containerd"
+    expect = "containerd"
+    per_node = True
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        # The lab's own build (binaries.CONTAINERD_VERSION), shared by every node.
+        b = paths.bin
+        return Spec(
+            self.name,
+            (str(b / "containerd"), f"--config={node.containerd_dir / 'config.toml'}"),
+            env=containerd_env(b),
+            cwd=b,
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return _connects_unix(node.containerd_socket)
+
+
+class Kubelet(Component):
+    """Started and stopped by the node's kubelet-service script (kubelet_files.py writes it),
+    so that an experiment restarts it the same way over SSH."""
+
+    name = "kubelet"
+    expect = "kubelet"
+    per_node = True
+    start_timeout = 120.0
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return http_ok(f"http://127.0.0.1:{ports[node.port_key('kubelet_healthz')]}/healthz")
+
+    def launch(self, node: Node, ports: dict[str, int]) -> None:
+        subprocess.run([str(node.bin / "kubelet-service"), "start"], check=True)
+
+    def stop(self, node: Node) -> bool:
+        script = node.bin / "kubelet-service"
+        if not script.exists():
+            return False
+        proc = subprocess.run([str(script), "stop"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LabError(
+                f"{node.name} kubelet: `kubelet-service stop` failed: {proc.stderr.strip()}"
+            )
+        return True
+
+
+class Sshd(Component):
+    """The one sshd the node profiles reach every lab node by."""
+
+    name = "sshd"
+    expect = "sshd"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(self.name, ("/usr/sbin/sshd", "-D", "-e", "-f", str(paths.ssh / "sshd_config")))
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        with socket.create_connection(("127.0.0.1", ports["sshd"]), timeout=2) as s:
+            return s.recv(4).startswith(b"SSH-")
+
+
+class NodeProxyHost(Component):
+    """The host half of the API server's way to the node's kubelet in its netns: a unix
+    socket both sides see, forwarded to the kubelet's port on the host's loopback."""
+
+    name = "node-proxy-host"
+    expect = "socat"
+    per_node = True
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        kubelet_port = ports[node.port_key("kubelet")]
+        return Spec(
+            self.name,
+            (
+                "socat",
+                f"UNIX-LISTEN:{node.bridge_sock},fork,unlink-early,mode=600",
+                f"TCP:127.0.0.1:{kubelet_port}",
+            ),
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return _connects_unix(node.bridge_sock)
+
+
+class NodeProxyNetns(Component):
+    """The netns half: the kubelet's port on the node's address, forwarded to the socket."""
+
+    name = "node-proxy-netns"
+    expect = "socat"
+    per_node = True
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(
+            self.name,
+            (
+                "socat",
+                f"TCP-LISTEN:{ports[node.port_key('kubelet')]},bind={node.proxy_ip},fork,reuseaddr",
+                f"UNIX-CONNECT:{node.bridge_sock}",
+            ),
+            netns=node.netns,
+        )
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        # A full TLS handshake, so the kubelet does not log an aborted one every probe.
+        ctx = _tls(paths, verify=False)
+        with (
+            socket.create_connection(
+                (node.proxy_ip, ports[node.port_key("kubelet")]), timeout=2
+            ) as s,
+            ctx.wrap_socket(s, server_hostname=node.name),
+        ):
+            return True
+
+
+#: Every component, in the order `lab up` starts them (`down` stops them in reverse).
+COMPONENTS: tuple[Component, ...] = (
+    Etcd(),
+    ApiServer(),
+    ControllerManager(),
+    Scheduler(),
+    Containerd(),
+    Kubelet(),
+    Sshd(),
+    NodeProxyHost(),
+    NodeProxyNetns(),
+)
+BY_NAME = {c.name: c for c in COMPONENTS}
+ORDER = tuple(c.name for c in COMPONENTS)
+# The processes each node has of its own (pid files in Node.pids); the rest of ORDER is the
+# control plane and the one sshd, shared by all nodes.
+PER_NODE = tuple(c for c in COMPONENTS if c.per_node)
+NODE_COMPONENTS = tuple(c.name for c in PER_NODE)
+# What /proc/PID/cmdline must contain for a pid file to still be ours.
+EXPECT = {c.name: c.expect for c in COMPONENTS}
+
+
+def component(name: str) -> Component:
+    """The component named `name`; KeyError for no such one."""
+    return BY_NAME[name]
+
+
+def argv_for(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> Spec:
+    """The command line of a control-plane component, or of `node`'s own one (default: node 1)."""
+    return BY_NAME[name].argv(paths, ports, node or Node(1, paths))
+
+
 def healthy(name: str, paths: Paths, ports: dict[str, int], node: Node | None = None) -> bool:
-    node = node or Node(1, paths)
-    try:
-        if name == "etcd":
-            return http_ok(etcd_url(ports, "/health"), etcd_tls(paths))
-        if name == "kube-apiserver":
-            return http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", _tls(paths))
-        if name == "kube-controller-manager":
-            return http_ok(
-                f"https://127.0.0.1:{ports['controller_manager']}/healthz",
-                _tls(paths, verify=False),
-            )
-        if name == "kube-scheduler":
-            return http_ok(
-                f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False)
-            )
-        if name == "containerd":
-            return _connects_unix(node.containerd_socket)
-        if name == "kubelet":
-            return http_ok(f"http://127.0.0.1:{ports[node.port_key('kubelet_healthz')]}/healthz")
-        if name == "sshd":
-            with socket.create_connection(("127.0.0.1", ports["sshd"]), timeout=2) as s:
-                return s.recv(4).startswith(b"SSH-")
-        if name == "node-proxy-host":
-            return _connects_unix(node.bridge_sock)
-        if name == "node-proxy-netns":
-            # A full TLS handshake, so the kubelet does not log an aborted one every probe.
-            ctx = _tls(paths, verify=False)
-            with (
-                socket.create_connection(
-                    (node.proxy_ip, ports[node.port_key("kubelet")]), timeout=2
-                ) as s,
-                ctx.wrap_socket(s, server_hostname=node.name),
-            ):
-                return True
-    except (OSError, ValueError, KeyError):
-        return False
-    return False
+    return BY_NAME[name].healthy(paths, ports, node or Node(1, paths))
 
 
 def _connects_unix(path: Path) -> bool:

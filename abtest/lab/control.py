@@ -21,6 +21,7 @@ from abtest.lab import (
     control_plane,
     host,
     images,
+    kubelet_files,
     layout,
     pki,
     residue,
@@ -35,7 +36,7 @@ from abtest.lab.binaries import CONTAINERD_VERSION, binary_set, ensure_binaries
 from abtest.lab.files import install_binary, make_dir
 from abtest.lab.layout import LabState, Node, Paths, Say
 from abtest.lab.nodes import NodeStatus
-from abtest.lab.processes import free_port, stop, wait_until
+from abtest.lab.processes import free_port, wait_until
 from abtest.lab.releases import choose_release, served
 from abtest.lab.status import LabStatus, status
 
@@ -73,30 +74,62 @@ def up(
         problem = served(release)
         if problem:
             raise UserError(problem, "--kubernetes", "choose a release the proxy serves")
-    control_ok = all(c.healthy for c in current.components)
-    one = current.nodes[0]
-    first_ok = control_ok and one.ready and one.up and all(one.healthy.values())
-    sd = current.systemd_node
-    sd_ok = (sd is not None and sd.healthy and sd.ready) if systemd_node else sd is None
-    if (
-        _healthy(current)
-        and len(current.nodes) == nodes
-        and all(all(n.healthy.values()) for n in current.nodes)
-        and sd_ok
-    ):
-        say("lab is already up; nothing changed")
-        for note in containerd_notes(current.nodes):
-            say("  note: " + note)
+    if _keeps_running(current, nodes, systemd_node):
+        _say_notes(current, say, "lab is already up; nothing changed")
         return current
-    if first_ok:
-        for note in containerd_notes(current.nodes):
-            say("  note: " + note)
+    if _control_plane_ok(current):
+        _say_notes(current, say, None)
         _resize(paths, nodes, say)
         sdnode_run.reconcile(paths, systemd_node, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
         down(say=say, paths=paths)
+    fresh, state = _install(paths, release, say)
+    want = _prepare_state(paths, state, fresh, nodes, systemd_node, say)
+    try:
+        _start_all(paths, state.ports, fresh, want, systemd_node, say)
+    except BaseException:
+        say("lab up failed; stopping everything it started")
+        try:
+            down(say=say, paths=paths)
+        except LabError as exc:
+            # Said, not hidden; the error worth raising is why `up` failed.
+            say(f"  (and lab down after it: {exc})")
+        raise
+    _say_up(want, paths, say)
+    return status(paths)
+
+
+def _keeps_running(current: LabStatus, nodes: int, systemd_node: bool) -> bool:
+    """The lab is up as asked: every component and node healthy, the systemd node as asked."""
+    sd = current.systemd_node
+    sd_ok = (sd is not None and sd.healthy and sd.ready) if systemd_node else sd is None
+    return (
+        _healthy(current)
+        and len(current.nodes) == nodes
+        and all(all(n.healthy.values()) for n in current.nodes)
+        and sd_ok
+    )
+
+
+def _control_plane_ok(current: LabStatus) -> bool:
+    """The control plane and node 1 are healthy: `up` only adds or removes nodes."""
+    one = current.nodes[0]
+    control_ok = all(c.healthy for c in current.components)
+    return control_ok and one.ready and one.up and all(one.healthy.values())
+
+
+def _say_notes(current: LabStatus, say: Say, first: str | None) -> None:
+    if first is not None:
+        say(first)
+    for note in containerd_notes(current.nodes):
+        say("  note: " + note)
+
+
+def _install(paths: Paths, release: Release, say: Say) -> tuple[bool, LabState]:
+    """The host's packages, the release's binaries in the lab's bin directory, and the lab's
+    directories; whether the state directory is fresh, and its state (release, containerd)."""
     host.ensure_packages(say)
     t0 = time.monotonic()
     bins = ensure_binaries(say, release=release)
@@ -108,7 +141,6 @@ def up(
         make_dir(d)
     for name in bins.names:
         install_binary(bins.path(name), paths.bin / name)
-
     state = LabState.load(paths) or LabState()
     state.kubernetes = release.version
     if not fresh and state.containerd != CONTAINERD_VERSION:
@@ -119,6 +151,14 @@ def up(
             "first for a fresh lab"
         )
     state.containerd = CONTAINERD_VERSION
+    return fresh, state
+
+
+def _prepare_state(
+    paths: Paths, state: LabState, fresh: bool, nodes: int, systemd_node: bool, say: Say
+) -> list[Node]:
+    """Ports, nodes, cgroup mounts and ip_forward, recorded in the state file before anything
+    starts (so `down` can undo them); the nodes to start."""
     # Nodes an earlier, larger lab left on disk (down keeps them): gone for good now.
     for extra in lab_nodes.present(paths, nodes)[nodes:]:
         _raise_problems(lab_nodes.remove_node(extra, None, say))
@@ -143,39 +183,50 @@ def up(
     if state.ip_forward_before is None:
         state.ip_forward_before = before
     state.save(paths)
-    try:
-        control_plane.prepare(paths, ports, fresh, want)
-        for node in want:
-            for note in components.kept_config_notes(node):
-                say("  note: " + note)
-        for name in components.ORDER:
-            control_plane.start_component(name, paths, ports, say)
-            if name == "etcd":
-                control_plane.advertise_etcd_peer(paths, ports, say)
-            if name == "containerd":
-                images.import_images(paths)
-                say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))
-            if name == "kube-apiserver":
-                control_plane.apply_rbac(paths)
-                _delete_stale_node_objects(paths, ports, nodes, say)
-                if not systemd_node:  # one an earlier `up --systemd-node` registered
-                    _raise_problems(lab_nodes.delete_node_object(paths, ports, sdnode.NAME, say))
-                runtimes.ensure_runtime_classes(paths, ports, say)
-        for node in want[1:]:
-            lab_nodes.start_node(node, ports, say)
-        _wait_ready(want, ports)
-        if systemd_node:
-            sdnode_run.bring_up(paths, ports, say)
-    except BaseException:
-        say("lab up failed; stopping everything it started")
-        try:
-            down(say=say, paths=paths)
-        except LabError as exc:
-            # Said, not hidden; the error worth raising is why `up` failed.
-            say(f"  (and lab down after it: {exc})")
-        raise
-    _say_up(want, paths, say)
-    return status(paths)
+    return want
+
+
+def _start_all(
+    paths: Paths,
+    ports: dict[str, int],
+    fresh: bool,
+    want: list[Node],
+    systemd_node: bool,
+    say: Say,
+) -> None:
+    """Certificates and files, then every component in ORDER on node 1, the other nodes, and
+    the systemd node if asked; returns when every node is Ready."""
+    control_plane.prepare(paths, ports, fresh, want)
+    for node in want:
+        for note in kubelet_files.kept_config_notes(node):
+            say("  note: " + note)
+    first = Node(1, paths)
+    for comp in components.COMPONENTS:
+        comp.start(first, ports, say)
+        _after_start(comp.name, paths, ports, len(want), systemd_node, say)
+    for node in want[1:]:
+        lab_nodes.start_node(node, ports, say)
+    _wait_ready(want, ports)
+    if systemd_node:
+        sdnode_run.bring_up(paths, ports, say)
+
+
+def _after_start(
+    name: str, paths: Paths, ports: dict[str, int], nodes: int, systemd_node: bool, say: Say
+) -> None:
+    """What the lab's bring-up does once a component is healthy (what it needs of the
+    lab as a whole, not of the component: the cluster's objects, the images)."""
+    if name == "etcd":
+        control_plane.advertise_etcd_peer(paths, ports, say)
+    if name == "containerd":
+        images.import_images(paths)
+        say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))
+    if name == "kube-apiserver":
+        control_plane.apply_rbac(paths)
+        _delete_stale_node_objects(paths, ports, nodes, say)
+        if not systemd_node:  # one an earlier `up --systemd-node` registered
+            _raise_problems(lab_nodes.delete_node_object(paths, ports, sdnode.NAME, say))
+        runtimes.ensure_runtime_classes(paths, ports, say)
 
 
 def containerd_notes(nodes: tuple[NodeStatus, ...]) -> list[str]:
@@ -296,12 +347,13 @@ def down(say: Say = print, paths: Paths | None = None, purge: bool = False) -> N
         if proc.returncode != 0:
             problems.append(f"kubelet: `kubelet-service stop` failed: {proc.stderr.strip()}")
     lab_nodes.remove_sandboxes(Node(1, paths), say)
-    for name in reversed(components.ORDER):
-        if name == "kubelet":
-            continue
+    first = Node(1, paths)
+    for comp in reversed(components.COMPONENTS):
+        if comp.name == "kubelet":
+            continue  # stopped above, by its script
         try:
-            if stop(name, paths.pids, components.EXPECT[name]):
-                say(f"  stopped {name}")
+            if comp.stop(first):
+                say(f"  stopped {comp.name}")
         except LabError as exc:
             problems.append(str(exc))
     problems += shims.stop_orphaned_shims(paths, say)
@@ -360,5 +412,6 @@ def restart_component(name: str, say: Say = print, paths: Paths | None = None) -
     state = LabState.load(paths)
     if state is None or name not in components.ORDER or name == "kubelet":
         raise LabError(f"cannot restart {name!r} (the kubelet restarts through its profile)")
-    stop(name, paths.pids, components.EXPECT[name])
-    control_plane.start_component(name, paths, state.ports, say)
+    comp, first = components.component(name), Node(1, paths)
+    comp.stop(first)
+    comp.start(first, state.ports, say)

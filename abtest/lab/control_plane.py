@@ -3,15 +3,9 @@ starting one component and waiting until it is healthy."""
 
 from __future__ import annotations
 
-import subprocess
-import time
-
 from abtest.lab import components, host, layout, pki, sshd
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.layout import Node, Paths, Say
-from abtest.lab.processes import alive, read_pid, start, wait_until
-
-START_TIMEOUT = {"kube-apiserver": 120.0, "kubelet": 120.0}
 
 
 def prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) -> None:
@@ -99,25 +93,6 @@ def advertise_etcd_peer(paths: Paths, ports: dict[str, int], say: Say) -> None:
                 {"ID": member["ID"], "peerURLs": [want]},
             )
             say(f"  etcd member {member.get('name')}: peer URL {member.get('peerURLs')} -> {want}")
-
-
-def start_component(name: str, paths: Paths, ports: dict[str, int], say: Say) -> None:
-    log = paths.logs / f"{name}.log"
-    t0 = time.monotonic()
-    if name == "kubelet":
-        subprocess.run([str(paths.bin / "kubelet-service"), "start"], check=True)
-    else:
-        spec = components.argv_for(name, paths, ports)
-        start(name, spec.argv, log, paths.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
-    wait_until(
-        name,
-        lambda: components.healthy(name, paths, ports),
-        START_TIMEOUT.get(name, 60.0),
-        # No cmdline check here: right after fork the child may not have exec'd yet.
-        still_running=lambda: alive(read_pid(paths.pids, name)),
-        log=log,
-    )
-    say(f"  {name} healthy in {time.monotonic() - t0:.1f} s")
 
 
 def apply_rbac(paths: Paths) -> None:

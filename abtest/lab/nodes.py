@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 
 from abtest.config import datafiles
 from abtest.errors import LabError, UserError
-from abtest.lab import components, host, images, layout, pki, runtimes
+from abtest.lab import components, host, images, kubelet_files, layout, pki, runtimes
 from abtest.lab.files import PUBLIC_FILE, install_binary, make_dir, write_file
 from abtest.lab.layout import Node, Paths, Say
-from abtest.lab.processes import alive, read_pid, start, stop, wait_until
+from abtest.lab.processes import alive, read_pid
 
-START_TIMEOUT = {"kubelet": 120.0}
 # Preferred ports of node i: node 1's plus 100 x (i - 1), so 10350/10348 for node 2.
 PORT_STEP = 100
 PREFERRED_NODE_PORTS = {"kubelet": 10250, "kubelet_healthz": 10248}
@@ -86,7 +84,7 @@ def prepare(node: Node, ports: dict[str, int], fresh: bool, ca: pki.CertPair) ->
     host.write_cni_config(node)
     host.write_containerd_config(node)
     host.setup_node_proxy_netns(node)
-    components.write_kubelet_files(node, ports, fresh or not node.kubelet_config.exists())
+    kubelet_files.write_kubelet_files(node, ports, fresh or not node.kubelet_config.exists())
     if node.profile is not None:
         write_file(node.profile, profile_text(node), PUBLIC_FILE)
 
@@ -129,51 +127,16 @@ def profile_text(node: Node) -> str:
 # --- start and health -------------------------------------------------------------------------
 
 
-def start_component(name: str, node: Node, ports: dict[str, int], say: Say) -> None:
-    paths = node.paths
-    log = node.logs / f"{name}.log"
-    t0 = time.monotonic()
-    if name == "kubelet":
-        subprocess.run([str(node.bin / "kubelet-service"), "start"], check=True)
-    else:
-        spec = components.argv_for(name, paths, ports, node)
-        start(name, spec.argv, log, node.pids, netns=spec.netns, env=spec.env, cwd=spec.cwd)
-    wait_until(
-        f"{node.name} {name}" if not node.first else name,
-        lambda: components.healthy(name, paths, ports, node),
-        START_TIMEOUT.get(name, 60.0),
-        # No cmdline check here: right after fork the child may not have exec'd yet.
-        still_running=lambda: alive(read_pid(node.pids, name)),
-        log=log,
-    )
-    label = name if node.first else f"{node.name} {name}"
-    say(f"  {label} healthy in {time.monotonic() - t0:.1f} s")
-
-
 def start_node(node: Node, ports: dict[str, int], say: Say) -> None:
     """Start one of nodes 2..N (node 1 starts within the lab's ORDER)."""
-    for name in components.NODE_COMPONENTS:
-        if alive(read_pid(node.pids, name), components.EXPECT[name]):
-            if components.healthy(name, node.paths, ports, node):
+    for comp in components.PER_NODE:
+        if comp.running(node) is not None:
+            if comp.healthy(node.paths, ports, node):
                 continue
-            stop_component(name, node)
-        start_component(name, node, ports, say)
-        if name == "containerd":
+            comp.stop(node)
+        comp.start(node, ports, say)
+        if comp.name == "containerd":
             images.import_images(node.paths, node)
-
-
-def stop_component(name: str, node: Node) -> bool:
-    if name == "kubelet":
-        script = node.bin / "kubelet-service"
-        if not script.exists():
-            return False
-        proc = subprocess.run([str(script), "stop"], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise LabError(
-                f"{node.name} kubelet: `kubelet-service stop` failed: {proc.stderr.strip()}"
-            )
-        return True
-    return stop(name, node.pids, components.EXPECT[name])
 
 
 @dataclass(frozen=True)
@@ -230,11 +193,11 @@ SHIPPED_PROFILE = str(datafiles.data_dir("playbooks") / "nodes" / "lab.yaml")
 def node_status(node: Node, ports: dict[str, int], api_ok: bool) -> NodeStatus:
     running: dict[str, int | None] = {}
     healthy: dict[str, bool] = {}
-    for name in components.NODE_COMPONENTS:
-        pid = read_pid(node.pids, name)
-        ok = alive(pid, components.EXPECT[name])
-        running[name] = pid if ok else None
-        healthy[name] = ok and bool(ports) and components.healthy(name, node.paths, ports, node)
+    for comp in components.PER_NODE:
+        pid = comp.running(node)
+        running[comp.name] = pid
+        ok = pid is not None and bool(ports)
+        healthy[comp.name] = ok and comp.healthy(node.paths, ports, node)
     ready, version = False, None
     if api_ok and ports:
         try:
@@ -291,13 +254,13 @@ def stop_node(node: Node, say: Say) -> list[str]:
     Returns what could not be stopped, one line each."""
     problems: list[str] = []
     try:
-        stop_component("kubelet", node)
+        components.component("kubelet").stop(node)
     except LabError as exc:
         problems.append(str(exc))
     remove_sandboxes(node, say)
     for name in ("node-proxy-netns", "node-proxy-host", "containerd"):
         try:
-            if stop(name, node.pids, components.EXPECT[name]):
+            if components.component(name).stop(node):
                 say(f"  stopped {node.name} {name}")
         except LabError as exc:
             problems.append(str(exc))

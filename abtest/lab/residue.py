@@ -62,18 +62,19 @@ def left_behind(paths: Paths, state: LabState | None = None) -> list[str]:
     """What `down` should have taken away and is still here, one line each."""
     state = state if state is not None else LabState.load(paths)
     out: list[str] = []
-    for name in components.ORDER:
-        pid = read_pid(paths.pids, name)
-        if alive(pid, components.EXPECT[name]):
-            out.append(f"process: {name} (pid {pid}) is running")
+    first = Node(1, paths)
+    for comp in components.COMPONENTS:
+        pid = comp.running(first)
+        if pid is not None:
+            out.append(f"process: {comp.name} (pid {pid}) is running")
     named = {read_pid(paths.pids, n) for n in components.ORDER}
     extra = [Node(i, paths) for i in _other_node_indexes(paths)]
     for node in extra:
-        for name in components.NODE_COMPONENTS:
-            pid = read_pid(node.pids, name)
-            named.add(pid)
-            if alive(pid, components.EXPECT[name]):
-                out.append(f"process: {node.name} {name} (pid {pid}) is running")
+        for comp in components.PER_NODE:
+            named.add(read_pid(node.pids, comp.name))
+            pid = comp.running(node)
+            if pid is not None:
+                out.append(f"process: {node.name} {comp.name} (pid {pid}) is running")
     for pid, program in lab_processes(paths):
         if pid not in named:
             out.append(f"process: {program} (pid {pid}) runs from the lab's directories")

@@ -9,9 +9,8 @@ from abtest.errors import LabError
 from abtest.lab import components, layout, residue, runtimes, sdnode_run
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.kubelet_builds import placed_kubelets
-from abtest.lab.layout import LabState, Paths
+from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
-from abtest.lab.processes import alive, read_pid
 from abtest.lab.releases import kept_release
 from abtest.lab.sdnode_run import SystemdNodeStatus
 
@@ -79,11 +78,12 @@ def status(paths: Paths | None = None) -> LabStatus:
     state = LabState.load(paths)
     ports = state.ports if state else {}
     comps = []
-    for name in components.ORDER:
-        pid = read_pid(paths.pids, name)
-        running = alive(pid, components.EXPECT[name])
-        ok = running and bool(ports) and components.healthy(name, paths, ports)
-        comps.append(ComponentStatus(name, pid if running else None, running, ok))
+    first = Node(1, paths)
+    for comp in components.COMPONENTS:
+        pid = comp.running(first)
+        running = pid is not None
+        ok = running and bool(ports) and comp.healthy(paths, ports, first)
+        comps.append(ComponentStatus(comp.name, pid, running, ok))
     api_ok = bool(ports) and all(c.healthy for c in comps if c.name == "kube-apiserver")
     count = state.nodes if state else 1
     node_list = tuple(lab_nodes.node_status(n, ports, api_ok) for n in layout.nodes(count, paths))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import remote_files as rf
 from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs, Marker

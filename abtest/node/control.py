@@ -44,12 +44,7 @@ from abtest.node import restart, settle
 from abtest.node.apply_plan import ApplyPlan, checked_settings, plan_apply
 from abtest.node.binary import KubeletBinary
 from abtest.node.config_file import BACKUP_SUFFIX, ConfigFile
-from abtest.node.health import (
-    Expectation,
-    HealthReport,
-    restore_expectations,
-    unknown_paths,
-)
+from abtest.node.health import Expectation, HealthReport, restore_expectations, unknown_paths
 from abtest.node.lock import NodeLock
 from abtest.node.lock_exit import leave_lock, pending_changes
 from abtest.node.records import (
@@ -62,16 +57,9 @@ from abtest.node.records import (
 )
 from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
-from abtest.node.signals import SignalGuard
+from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
-from abtest.store.journal import (
-    APPLIED,
-    APPLYING,
-    FAILED,
-    RESTORED,
-    Journal,
-    JournalEntry,
-)
+from abtest.store.journal import APPLIED, APPLYING, FAILED, RESTORED, Journal, JournalEntry
 
 #: Test hook: ``ABTEST_NODE_TEST_HOOK=kill-after-write`` SIGKILLs the controller right after
 #: the new config is written (tests prove ``abtest node restore`` recovers from that).

@@ -29,12 +29,12 @@ from typing import Any
 from abtest.cluster.client import Cluster
 from abtest.cluster.nodes import configz, feature_enabled, lease_renewed, node_status
 from abtest.config.domain import Scalar
+from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
-from abtest.config.whole import whole
 from abtest.errors import ClusterError, NodeError
 from abtest.node.kubelet_config import MAP_FIELDS, parse_config, read_setting, split_path
 from abtest.node.session import NodeSession
-from abtest.node.signals import sleep
+from abtest.process.stop import sleep
 from abtest.store.journal import JournalEntry
 
 DEFAULT_HEALTHZ_PORT = 10248
@@ -360,7 +360,7 @@ class HealthWaiter:
                 not_running = 0
             if left() <= 0:
                 raise HealthFailed("healthz", f"no 'ok' from {url} within {timeout:.0f} s", report)
-            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.node.signals)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
         report.healthz_s = time.monotonic() - restarted_mono
 
         # 2. Ready with a heartbeat newer than the restart (heartbeats have 1 s resolution)
@@ -401,7 +401,7 @@ class HealthWaiter:
                 last = str(exc)
             if left() <= 0:
                 raise HealthFailed("ready", f"node {self.profile.node_name}: {last}", report)
-            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.node.signals)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
         report.ready_s = time.monotonic() - restarted_mono
 
         # 3. the intended values, from the running kubelet
@@ -417,6 +417,6 @@ class HealthWaiter:
                 problems = [str(exc)]
             if left() <= 0:
                 raise HealthFailed("verified", "; ".join(problems), report)
-            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.node.signals)
+            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
         report.verified_s = time.monotonic() - restarted_mono
         return report

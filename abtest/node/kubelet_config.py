@@ -27,7 +27,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from abtest.config.domain import Scalar
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 from abtest.errors import ConfigError, UserError
 
 KIND = "KubeletConfiguration"

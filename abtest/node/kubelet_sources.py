@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import kubelet_config as kc
 from abtest.node.kubelet_flags import FLAG_FIELDS

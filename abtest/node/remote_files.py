@@ -25,7 +25,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from abtest.config.whole import whole
+from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
 from abtest.node.connection import Connection, FileStat
 

@@ -16,7 +16,7 @@ from abtest.config.playbook import NodeProfile
 from abtest.errors import ClusterError
 from abtest.node.health import Expectation, HealthReport, HealthWaiter, healthz_url, node_clock
 from abtest.node.session import NodeSession
-from abtest.node.signals import SignalGuard
+from abtest.process.stop import SignalGuard
 
 
 def restart_and_wait(

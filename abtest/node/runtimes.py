@@ -11,14 +11,23 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
-from abtest.config.whole import whole
+from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.config.full_match import whole
+from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
+from abtest.node.connection import Result
 
-if TYPE_CHECKING:
-    from abtest.node.session import NodeSession
+
+class ProfileCommands(Protocol):
+    """What the readers below need of a :class:`abtest.node.session.NodeSession` (which calls
+    them): its profile and a way to run the profile's commands."""
+
+    profile: NodeProfile
+
+    def profile_command(self, command: str, *, timeout: float = ...) -> Result: ...
+
 
 NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -109,7 +118,7 @@ def select_round_handlers(
     return {name: ",".join(sorted(h)) for name, h in seen.items()}
 
 
-def read_runtime_handlers(node: NodeSession) -> frozenset[str] | None:
+def read_runtime_handlers(node: ProfileCommands) -> frozenset[str] | None:
     """The node runtime's handler names; None when the profile has no such command."""
     command = node.profile.runtime_handlers_command
     if not command:
@@ -120,7 +129,9 @@ def read_runtime_handlers(node: NodeSession) -> frozenset[str] | None:
     return parse_runtime_handlers(res.stdout, where=where)
 
 
-def read_round_handlers(node: NodeSession, namespace: str, round_tag: str) -> dict[str, str] | None:
+def read_round_handlers(
+    node: ProfileCommands, namespace: str, round_tag: str
+) -> dict[str, str] | None:
     """Pod name -> runtime handler of its sandbox for one round; None when the profile has no
     sandbox_handlers command."""
     command = node.profile.sandbox_handlers_command

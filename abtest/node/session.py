@@ -15,14 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
+from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
-from abtest.config.whole import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import runtimes
-from abtest.node.closing import Closing
 from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.node.ssh import Connection as SSHConnection
+from abtest.process.closing import Closing
 
 #: An image reference: registry/name:tag or @digest. Nothing a shell would read as syntax.
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")

@@ -29,12 +29,12 @@ from typing import Any, cast
 
 import paramiko
 
+from abtest.config.full_match import whole
 from abtest.config.playbook import SSHTarget
-from abtest.config.whole import whole
 from abtest.errors import HostKeyError, NodeError
-from abtest.node.closing import Closing
 from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
 from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
+from abtest.process.closing import Closing
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +145,6 @@ def _sqlite_faults(name: str) -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         raise sqlite_fault(name, exc) from exc
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class Store:

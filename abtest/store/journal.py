@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from abtest.errors import StoreError
-from abtest.store.db import Store, now_iso
+from abtest.store.db import Store
+from abtest.store.tables import now_iso
 
 APPLYING = "applying"  # about to write / written, not yet healthy
 APPLIED = "applied"  # written and verified healthy

@@ -138,7 +138,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX rounds_run ON rounds(run_id);
     CREATE INDEX journal_node ON node_journal(node_name, state);
     """,
-    # v1 -> v2: where the time between rounds goes (abtest.batch.gaps). The rounds' totals
+    # v1 -> v2: where the time between rounds goes (abtest.batch.round_gaps). The rounds' totals
     # are NULL for rounds stored before v2 (not measured then), never guessed.
     """
     ALTER TABLE rounds ADD COLUMN gap_before_s REAL;   -- previous round returned -> first create
@@ -159,7 +159,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE events ADD COLUMN type TEXT;
     """,
     # v3 -> v4: the run that made each journaled change, so a run's base config is found by
-    # its id (abtest.store.series.base_config); NULL for a change no run made (`abtest node
+    # its id (abtest.store.node_history.base_config); NULL for a change no run made (`abtest node
     # apply`) and for rows stored before v4, which are found by the run's time window.
     """
     ALTER TABLE node_journal ADD COLUMN run_id TEXT;

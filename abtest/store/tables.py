@@ -10,13 +10,28 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from abtest.store.db import Store
+
+class Store(Protocol):
+    """The store's generic reads and writes these tables are written in: what
+    :class:`abtest.store.db.Store` (which makes one of each table) offers them. A protocol,
+    so that this module needs nothing of db and db can import it."""
+
+    def insert(self, table: str, row: Mapping[str, Any]) -> int: ...
+    def insert_many(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+    def update(self, table: str, key: Mapping[str, Any], values: Mapping[str, Any]) -> None: ...
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    def frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame: ...
+    def run_row(self, run_id: str) -> Any: ...
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
 
 _ENV_LOCK = threading.Lock()
 
@@ -28,10 +43,9 @@ def _insert_sql(table: str, cols: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
 
 
-def _now() -> str:
-    from abtest.store.db import now_iso  # db imports this module
-
-    return now_iso()
+def now_iso() -> str:
+    """A stored time: UTC, to the millisecond, ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class Runs:
@@ -46,13 +60,13 @@ class Runs:
 
     def add(self, run_id: str, row: Mapping[str, Any]) -> None:
         """A new run; StoreConflict when the id is taken (another controller's run)."""
-        self.store.insert("runs", {"id": run_id, "created_at": _now(), **row})
+        self.store.insert("runs", {"id": run_id, "created_at": now_iso(), **row})
 
     def finish(self, run_id: str, status: str, stop_reason: str | None) -> None:
         self.store.update(
             "runs",
             {"id": run_id},
-            {"status": status, "finished_at": _now(), "stop_reason": stop_reason},
+            {"status": status, "finished_at": now_iso(), "stop_reason": stop_reason},
         )
 
     def merge_env(self, run_id: str, key: str, node: str, value: Any) -> None:
@@ -162,7 +176,7 @@ class Visits:
                 "block": block,
                 "position": position,
                 "arm": arm,
-                "started_at": _now(),
+                "started_at": now_iso(),
             },
         )
 
@@ -191,10 +205,10 @@ class Visits:
         )
 
     def failed(self, visit_id: int, error: str) -> None:
-        self.store.update("visits", {"id": visit_id}, {"error": error, "finished_at": _now()})
+        self.store.update("visits", {"id": visit_id}, {"error": error, "finished_at": now_iso()})
 
     def finish(self, visit_id: int) -> None:
-        self.store.update("visits", {"id": visit_id}, {"finished_at": _now()})
+        self.store.update("visits", {"id": visit_id}, {"finished_at": now_iso()})
 
     def restart_times(self, node_name: str, limit: int = 50) -> list[float]:
         """Restart-to-verified seconds of the node's latest applied visits, newest first."""

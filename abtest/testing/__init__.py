@@ -2,7 +2,7 @@
 ``fabric.testing``). Each implements the protocol the real part does, so code under test is
 handed one instead of having module globals patched:
 
-- :class:`FakeKit` (:class:`~abtest.engine.nodekit.NodeKit`) over scripted :class:`FakeNode` s,
+- :class:`FakeKit` (:class:`~abtest.engine.sweep_nodes.NodeKit`) over scripted :class:`FakeNode` s,
   with :class:`FakeController`, :class:`FakeSession`, :func:`fake_round` and
   :func:`fake_profiles`: a whole sweep without a cluster (:mod:`abtest.testing.node`);
 - :class:`FakeHost`: one node's files on this machine under the real

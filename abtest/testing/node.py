@@ -1,6 +1,6 @@
 """A scripted fake node for the sweep, in the spirit of ``fabric.testing``.
 
-:class:`FakeKit` is an :class:`abtest.engine.nodekit.NodeKit` over :class:`FakeNode` s.
+:class:`FakeKit` is an :class:`abtest.engine.sweep_nodes.NodeKit` over :class:`FakeNode` s.
 A fake node has a kubelet config (as settings), a lock and a pending change, and records
 every command the sweep makes it run (``preflight``, ``lock``, ``apply k=v``, ``restart``,
 ``round 10``, ``rollback``, ``restore``, ``unlock`` ...). ``node.expect(...)`` scripts
@@ -8,7 +8,7 @@ commands that must run, in order; ``node.verify()`` asserts they did and that th
 left as found (original config, no pending change, lock free).
 
 A node can hold the sweep in a long step - a batch round or a restart wait - the way a real
-one does: it waits with :func:`abtest.node.signals.sleep`, so only a stop request ends the wait
+one does: it waits with :func:`abtest.process.stop.sleep`, so only a stop request ends the wait
 (the hold gives up after ``HOLD_CAP_S`` and records ``...-not-stopped``, which fails
 ``verify``). With ``state_file`` every change is also written there as JSON, so a test can
 watch a sweep running in another process (the project's tests/fake_sweep.py is one).
@@ -34,11 +34,11 @@ from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.batch.spec import RoundSpec
 from abtest.config.domain import Release, Scalar, build_version_of, release_of
 from abtest.config.playbook import Generator, NodeProfile
-from abtest.engine.nodekit import NodeControl, PreflightSpec
+from abtest.engine.sweep_nodes import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
-from abtest.node.signals import SignalGuard, signals_received, sleep
+from abtest.process.stop import SignalGuard, signals_received, sleep
 from abtest.store.db import Store
 
 ALL_GATES = frozenset({"PLEGOnDemandRelist", "ContainerCheckpoint"})
@@ -239,7 +239,7 @@ class FakeController:
 
 
 class FakeSession:
-    """Stands where the engine's node session does (:class:`~abtest.engine.nodekit.NodeAccess`):
+    """Stands where the engine's node session does (:class:`~abtest.engine.sweep_nodes.NodeAccess`):
     no sandboxes to count or remove."""
 
     def __init__(self, node: FakeNode) -> None:

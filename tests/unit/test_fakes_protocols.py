@@ -9,7 +9,7 @@ import pytest
 
 from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.cluster.client import Cluster
-from abtest.engine.nodekit import NodeAccess, NodeControl, NodeKit
+from abtest.engine.sweep_nodes import NodeAccess, NodeControl, NodeKit
 from abtest.node.connection import Connection
 from abtest.node.ssh import Connection as SSHConnection
 from abtest.testing import (

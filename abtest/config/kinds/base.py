@@ -12,12 +12,12 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from abtest.config.domain import FactorValue, PodPart, Settings
-from abtest.config.whole import whole
+from abtest.config.factor_levels import FactorValue, PodPart, Settings
+from abtest.config.full_match import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
-    from abtest.config.domain import Factor
+    from abtest.config.factor_levels import Factor
 
 # Names of factors that are not one kubelet path: they only name arms (``+crun``).
 FACTOR_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")

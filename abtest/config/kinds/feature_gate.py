@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from abtest.config.domain import FactorValue, Settings
+from abtest.config.factor_levels import FactorValue, Settings
+from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
-    from abtest.config.domain import Factor
+    from abtest.config.factor_levels import Factor
 
 GATE_NAME = re.compile(r"[A-Za-z0-9]+")
 

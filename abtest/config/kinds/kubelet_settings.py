@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from abtest.config.domain import FactorValue, Scalar, Settings
+from abtest.config.factor_levels import FactorValue, Scalar, Settings
+from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.config_field import FIELD_PATH
 from abtest.config.kinds.levels import scalar_value
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
-    from abtest.config.domain import Factor
+    from abtest.config.factor_levels import Factor
 
 
 class KubeletSettings(FactorKind):

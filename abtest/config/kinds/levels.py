@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abtest.config.domain import Scalar
+from abtest.config.factor_levels import Scalar
 from abtest.config.numbers import SETTING
 from abtest.config.yaml_checks import Fields
 

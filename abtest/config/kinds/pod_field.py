@@ -10,15 +10,15 @@ import difflib
 import re
 from typing import TYPE_CHECKING
 
-from abtest.config.domain import FactorValue, PodPart
+from abtest.config.factor_levels import FactorValue, PodPart
+from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import scalar
 from abtest.config.pod_spec import POD_SPEC_FIELDS, SCALAR_TYPES
-from abtest.config.whole import whole
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
-    from abtest.config.domain import Factor
+    from abtest.config.factor_levels import Factor
 
 FIELD_NAME = re.compile(r"[a-z][A-Za-z0-9]{0,62}")
 # Fields the tool owns or another kind proves: the pods are pinned to the node under test by

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from abtest.config.domain import FactorValue, PodPart
+from abtest.config.factor_levels import FactorValue, PodPart
 from abtest.config.k8s_names import RUNTIME_CLASS_TODO, runtime_class_problem
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
 from abtest.config.yaml_checks import Fields
 
 if TYPE_CHECKING:
-    from abtest.config.domain import Factor
+    from abtest.config.factor_levels import Factor
 
 
 class RuntimeClass(FactorKind):

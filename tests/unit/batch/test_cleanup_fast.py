@@ -27,7 +27,7 @@ from crictl_sandboxes import (
 )
 
 from abtest.batch import round as round_mod
-from abtest.batch.gaps import BEFORE, Laps
+from abtest.batch.round_gaps import BEFORE, Laps
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.config.playbook import NodeProfile, load_profile, parse_profile
 from abtest.errors import ConfigError, NodeError, UserError

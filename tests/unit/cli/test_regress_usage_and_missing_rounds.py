@@ -175,7 +175,7 @@ def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path, regress: R
 
 def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
     from abtest.config.playbook import load_playbook
-    from abtest.engine.gate_live import LiveGateOptions, build_gate_plan
+    from abtest.engine.regress_live import LiveGateOptions, build_gate_plan
 
     def options(reference: str, candidate: str) -> LiveGateOptions:
         return LiveGateOptions(

@@ -1,5 +1,5 @@
 """Names are checked whole (issue 35): every name and value check in abtest goes through
-abtest.config.whole (``re.fullmatch``). Each validator below accepts its good value and refuses
+abtest.config.full_match (``re.fullmatch``). Each validator below accepts its good value and refuses
 that value with a trailing newline, with a NUL, and an empty value; no pattern used for a check
 is anchored with ``$`` (which matches before a final newline). pod_field names are checked
 against the pod spec, their levels against the field's type."""
@@ -115,7 +115,7 @@ PARSERS = {"_CLOCK_RE", "_HUNK_HEAD", "_ADDED_GATE"}
 
 def _check_patterns() -> list[str]:
     """Every compiled pattern in abtest/config and abtest/node that ends in ``$``, and every
-    ``.match(`` on a pattern (checks use abtest.config.whole)."""
+    ``.match(`` on a pattern (checks use abtest.config.full_match)."""
     found = []
     root = Path(__file__).parents[3] / "abtest"
     for path in [*root.glob("config/**/*.py"), *root.glob("node/*.py")]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.engine.gate_live import NodeState, parse_spec
+from abtest.engine.regress_live import NodeState, parse_spec
 from abtest.errors import UserError
 from abtest.node.binary import check_path
 from abtest.store.db import Store

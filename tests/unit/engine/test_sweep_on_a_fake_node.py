@@ -16,7 +16,7 @@ from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.store.db import Store
 from abtest.store.journal import RESTORED, Journal
-from abtest.store.series import base_config
+from abtest.store.node_history import base_config
 from abtest.testing import FakeHost, FakeNode, HostKit, fake_profiles
 from abtest.testing.host import CONFIG
 

@@ -26,8 +26,8 @@ import pytest
 from abtest.batch.observe import PodTracker
 from abtest.batch.round import cleanup
 from abtest.errors import Interrupted
-from abtest.node import signals as stopping
-from abtest.node.signals import SignalGuard
+from abtest.process import stop as stopping
+from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
 
 TESTS = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ import yaml
 
 from abtest.config.playbook import load_profile, parse_profile
 from abtest.errors import UserError
-from abtest.lab import components, control, host, layout, nodes, residue
+from abtest.lab import components, control, host, kubelet_files, layout, nodes, residue
 from abtest.lab.layout import Node, Paths
 
 # --- units: each node's own everything -----------------------------------------------------
@@ -54,7 +54,7 @@ def test_node_one_is_the_single_node_lab_unchanged() -> None:
     assert lab.node_name == one.name
     assert Path(lab.lock_path) == one.lock_path
     ports = {"kubelet": 10250, "kubelet_healthz": 10248}
-    text = components.kubelet_config_text(one, ports)
+    text = kubelet_files.kubelet_config_text(one, ports)
     assert "cgroupRoot" not in text and "podLogsDir" not in text
     assert f"unix://{paths.containerd_socket}" in text and "port: 10250" in text
     # a cluster DNS address inside the API server's service range, as kubeadm gives a node
@@ -115,12 +115,12 @@ def test_every_node_has_its_own_files_processes_ports_and_addresses() -> None:
 def test_other_nodes_config_names_only_their_own_runtime_and_cgroup_root() -> None:
     two = Node(2)
     ports = {"kubelet_2": 10350, "kubelet_healthz_2": 10348}
-    text = components.kubelet_config_text(two, ports)
+    text = kubelet_files.kubelet_config_text(two, ports)
     assert "port: 10350" in text and "healthzPort: 10348" in text
     assert f"unix://{two.containerd_socket}" in text
     assert "cgroupRoot: /abtest-lab-2" in text and f"podLogsDir: {two.pod_logs_dir}" in text
     assert str(Node(1).containerd_socket) not in text
-    flags = components.kubelet_flags(two)
+    flags = kubelet_files.kubelet_flags(two)
     assert "--hostname-override=abtest-lab-2" in flags
     assert f"--root-dir={two.kubelet_dir / 'root'}" in flags
     proxy = components.argv_for("node-proxy-netns", Paths(), ports, two)
@@ -468,7 +468,7 @@ def test_a_kept_kubelet_config_without_cluster_dns_is_named_at_up(tmp_path: Path
     named, with the command that gives the node one."""
     paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
     one, two = Node(1, paths), Node(2, paths)
-    assert components.kept_config_notes(one) == []  # no config yet: up writes a fresh one
+    assert kubelet_files.kept_config_notes(one) == []  # no config yet: up writes a fresh one
     ports = {
         "kubelet": 10250,
         "kubelet_healthz": 10248,
@@ -477,17 +477,17 @@ def test_a_kept_kubelet_config_without_cluster_dns_is_named_at_up(tmp_path: Path
     }
     for node in (one, two):
         node.kubelet_config.parent.mkdir(parents=True)
-    one.kubelet_config.write_text(components.kubelet_config_text(one, ports))
-    assert components.kept_config_notes(one) == []
-    old = components.kubelet_config_text(two, ports).replace(
+    one.kubelet_config.write_text(kubelet_files.kubelet_config_text(one, ports))
+    assert kubelet_files.kept_config_notes(one) == []
+    old = kubelet_files.kubelet_config_text(two, ports).replace(
         f"clusterDNS: [{layout.CLUSTER_DNS_IP}]\n", ""
     )
     two.kubelet_config.write_text(old)
-    (note,) = components.kept_config_notes(two)
+    (note,) = kubelet_files.kept_config_notes(two)
     assert note.startswith(f"{two.name}: ") and "MissingClusterDNS" in note
     assert "abtest lab down --purge && abtest lab up" in note
     # an empty list is no cluster DNS either; a file that does not parse is the kubelet's to name
     two.kubelet_config.write_text(old + "clusterDNS: []\n")
-    assert len(components.kept_config_notes(two)) == 1
+    assert len(kubelet_files.kept_config_notes(two)) == 1
     two.kubelet_config.write_text("clusterDNS: [\n")
-    assert components.kept_config_notes(two) == []
+    assert kubelet_files.kept_config_notes(two) == []

@@ -283,7 +283,7 @@ def test_kubelet_binary_marker_round_trip() -> None:
 def test_regress_says_why_an_arm_could_not_be_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     """A candidate binary the kubelet will not start: the sweep records "arm failed" (the
     node rolled back, the run finished), and the gate is "could not measure", saying why."""
-    from abtest.engine import gate_live as regress_live
+    from abtest.engine import regress_live as regress_live
     from abtest.engine.node_sweep import NodeOutcome
     from abtest.engine.sweep import SweepResult
 

@@ -34,8 +34,8 @@ from abtest.node.health import (
 )
 from abtest.node.lock import LockInfo, new_info, process_start
 from abtest.node.session import NodeSession
-from abtest.node.signals import SignalGuard
 from abtest.node.ssh_config import resolve
+from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
 from abtest.store.journal import APPLIED, APPLYING, RESTORED, Journal
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from abtest.batch.run_record import finish_run, new_run
 from abtest.store.db import Store
 from abtest.store.journal import Journal
+from abtest.store.node_history import base_config
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
-from abtest.store.series import base_config
 
 NODE = "n1"
 PATH = "/var/lib/kubelet/config.yaml"

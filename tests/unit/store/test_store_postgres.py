@@ -26,9 +26,9 @@ from abtest.engine.sweep_plan import build_plan
 from abtest.errors import StoreConnectionLost, UserError
 from abtest.store.db import Store, _statements
 from abtest.store.journal import RESTORED, Journal
+from abtest.store.node_history import base_config
 from abtest.store.pg import PgConnection, pg_ddl
 from abtest.store.schema import MIGRATIONS, SCHEMA_VERSION
-from abtest.store.series import base_config
 from abtest.store.transfer import comparable, export_runs, import_runs
 from abtest.testing import FakeHost, FakeKit, FakeNode, HostKit, fake_profiles
 

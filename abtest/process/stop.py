@@ -14,8 +14,8 @@ lock) is not interrupted again by the same signal, only by a later one. Inside :
 shield ends - a second Ctrl-C cannot cut a rollback in half.
 
 :class:`Interrupted` is a BaseException (like KeyboardInterrupt): ``except Exception`` does
-not swallow it. This module sits beside ``errors`` because the node, batch and sweep layers
-all wait on it.
+not swallow it. This module sits beneath the node, batch and sweep layers (in ``abtest.process``)
+because they all wait on it.
 """
 
 from __future__ import annotations

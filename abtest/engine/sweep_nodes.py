@@ -36,7 +36,7 @@ from abtest.node.kubelet_build import KubeletBuild, read_build
 from abtest.node.preflight import check as preflight_check
 from abtest.node.records import ApplyRecord, RestoreRecord
 from abtest.node.session import NodeSession
-from abtest.node.signals import SignalGuard
+from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
 from abtest.store.journal import Journal
 
