@@ -157,6 +157,7 @@ def run_single_batch(
                     clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
                     say=say,
                     verify=verify,
+                    container_starts=lambda: node.container_starts(namespace),
                 ),
             )
         round_id = record_round(store, run_id, result)

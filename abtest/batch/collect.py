@@ -18,6 +18,7 @@ from abtest.batch.generator import SubmitResult
 from abtest.batch.model import EventRecord, MetricDelta, PodRecord, Summary, Verdict
 from abtest.batch.observe import PodSeen
 from abtest.batch.round_gaps import AFTER, GapPart, Laps
+from abtest.batch.runtime_start import join_starts, runtime_deltas
 from abtest.batch.summary import summarize
 from abtest.cluster.client import Cluster, node_proxy_get
 from abtest.cluster.pods import list_pod_events, pod_events_version
@@ -109,12 +110,16 @@ def collect(
     notes: list[str],
     say: Callable[[str], None],
     verify: Callable[[], str | None] | None = None,
+    container_starts: Callable[[], dict[str, int] | None] | None = None,
+    wall_t0: float | None = None,
 ) -> Collected:
     """Events (as of now, listed in the background: ``Collected.events``), kubelet metrics
     after (a failed scrape is a note), every pod's record, the summary and the verdict; laps
     ``events`` (the snapshot's resourceVersion, the listing started), ``metrics_after`` and
     ``judge``. A problem ``verify`` reports (run while the round's pods still exist) rejects
-    the round."""
+    the round. ``container_starts`` (read while the containers still exist; ``wall_t0`` is the
+    wall time of t0) splits each pod's containers phase at the runtime's start: a failed
+    read is a note."""
     say("collecting events and metrics")
     events = EventsListing(cluster, namespace, set(names), laps.clock)
     laps.lap("events")
@@ -127,6 +132,12 @@ def collect(
                 notes.append(f"kubelet metrics after the round: {exc}")
         laps.lap("metrics_after")
         records = pod_records(names, sub, seen, t0)
+        if container_starts is not None and wall_t0 is not None:
+            joined = _with_runtime_starts(records, seen, container_starts, wall_t0, notes)
+            if joined is not None:  # read (or failed): its own lap of the gap after
+                records = joined
+                deltas.extend(runtime_deltas(records))
+                laps.lap("container_starts")
         summary = summarize(records, len(names))
         verdict = judge(records, len(names), timed_out=timed_out, timeout_s=timeout_s)
         if verify is not None and (problem := verify()):
@@ -136,6 +147,31 @@ def collect(
         finish_events(events, exc)
         raise
     return Collected(events, deltas, records, summary, verdict)
+
+
+def _with_runtime_starts(
+    records: list[PodRecord],
+    seen: dict[str, PodSeen],
+    read: Callable[[], dict[str, int] | None],
+    wall_t0: float,
+    notes: list[str],
+) -> list[PodRecord] | None:
+    """The records joined to the runtime's starts; None when the node has no listing."""
+    try:
+        starts = read()
+    except AbtestError as exc:
+        notes.append(f"container starts (runtime): {exc}")
+        return records
+    if starts is None:
+        return None
+    uids = {name: s.uid for name, s in seen.items() if s.uid}
+    joined = join_starts(records, uids, starts, wall_t0)
+    missing = sum(
+        1 for r in joined if r.containers_ready_s is not None and r.container_started_s is None
+    )
+    if missing:
+        notes.append(f"container starts (runtime): {missing} ContainersReady pods not listed")
+    return joined
 
 
 def finish_events(events: EventsListing, exc: BaseException) -> None:

@@ -25,7 +25,11 @@ HISTOGRAMS: tuple[str, ...] = (
     "kubelet_run_podsandbox_duration_seconds",
     "kubelet_runtime_operations_duration_seconds",
     "kubelet_cgroup_manager_duration_seconds",
+    # observed from the pod's first status at every write (v1.36 status_manager.go: ``at`` is
+    # carried forward to every later version), so it reads roughly the pod's age at each write
     "kubelet_pod_status_sync_duration_seconds",
+    # the agc series' own: each status version's creation -> its PATCH (a write's real delay)
+    "kubelet_pod_status_write_delay_seconds",
     "kubelet_image_pull_duration_seconds",
 )
 # Counters whose deltas a round keeps (delta_count only).

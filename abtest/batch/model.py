@@ -21,6 +21,9 @@ class PodRecord:
     initialized_s: float | None = None  # first seen Initialized=True
     containers_ready_s: float | None = None  # first seen ContainersReady=True
     ready_s: float | None = None  # first seen Ready=True
+    # the runtime started the pod's last container (CRI started_at on the node's wall clock,
+    # as seconds since t0: abtest.batch.runtime_start); None when not read
+    container_started_s: float | None = None
     http_status: int | None = None  # of the final create attempt (None: no answer)
     attempts: int = 0
     restarts: int = 0

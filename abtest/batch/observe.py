@@ -65,6 +65,7 @@ class PodSeen:
     server_ready_written: float | None = None
     waiting_reason: str | None = None
     deleted: bool = False
+    uid: str | None = None  # the pod's UID, joins it to the runtime's containers
     from_relist: bool = False  # a milestone was first seen in a re-list, not an event
 
 
@@ -92,6 +93,8 @@ class PodTracker:
             rec = self.pods.setdefault(name, PodSeen())
             if rec.server_created is None:
                 rec.server_created = parse_time(meta.get("creationTimestamp"))
+            if rec.uid is None and isinstance(meta.get("uid"), str):
+                rec.uid = meta["uid"]
             if event_type == "DELETED":
                 rec.deleted = True
                 return
@@ -143,7 +146,7 @@ class PodTracker:
                 if left <= 0 or self.aborted is not None:
                     return False
                 self._cond.wait(min(left, 0.2))
-                checkpoint()  # SIGINT/SIGTERM end the wait (abtest.node.signals)
+                checkpoint()  # SIGINT/SIGTERM end the wait (abtest.process.stop)
             return True
 
     def abort(self, reason: str) -> None:

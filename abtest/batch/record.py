@@ -17,7 +17,7 @@ from abtest.store.db import Store
 POD_COLUMNS = (
     "name", "sent_s", "response_s", "scheduled_s", "ready_to_start_s", "initialized_s",
     "containers_ready_s", "ready_s", "http_status", "attempts", "restarts", "ready_regressed",
-    "server_created", "server_scheduled", "server_ready",
+    "server_created", "server_scheduled", "server_ready", "container_started_s",
 )  # fmt: skip
 
 

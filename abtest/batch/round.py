@@ -471,6 +471,8 @@ def run_round(cluster: Cluster, spec: RoundSpec, *, pods: RoundPods | None = Non
             notes=prep.notes,
             say=say,
             verify=None if verify is None else (lambda: verify(prep.round_tag)),
+            container_starts=spec.container_starts,
+            wall_t0=waited.wall0 + (waited.t0 - waited.mono0),
         )
         cleaned_up = _clean_up(
             cluster,

@@ -40,3 +40,6 @@ class RoundSpec:
     reap_sandboxes: Callable[[], int] | None = None
     clean_sandboxes: Callable[[str], int] | None = None
     verify: Callable[[str], str | None] | None = None
+    # the runtime's start of each container in the namespace: pod UID -> unix ns
+    # (NodeSession.container_starts with the namespace bound; None: not read)
+    container_starts: Callable[[], dict[str, int] | None] | None = None

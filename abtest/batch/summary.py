@@ -20,11 +20,15 @@ from abtest.stats.percentiles import nearest_rank
 # Initialized=True comes right after scheduling when a pod has no init containers (it does not
 # wait for the sandbox), so it is measured from scheduling and kept out of the main chain:
 # sent -> scheduled -> PodReadyToStartContainers (sandbox + network) -> ContainersReady -> Ready.
+# The containers phase split at the runtime's start of the last container (where the profile
+# can list it: abtest.batch.runtime_start): container_start + status_lag = containers.
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("create_response", "sent_s", "response_s"),
     ("schedule", "sent_s", "scheduled_s"),
     ("sandbox", "scheduled_s", "ready_to_start_s"),
     ("containers", "ready_to_start_s", "containers_ready_s"),
+    ("container_start", "ready_to_start_s", "container_started_s"),
+    ("status_lag", "container_started_s", "containers_ready_s"),
     ("ready", "containers_ready_s", "ready_s"),
     ("initialized", "scheduled_s", "initialized_s"),
 )

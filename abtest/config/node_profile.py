@@ -63,6 +63,9 @@ class NodeProfile:
     # arm with a runtime class fails before its first batch (nothing could prove its runtime)
     runtime_handlers_command: str | None = None
     sandbox_handlers_command: str | None = None
+    # The runtime's start of each container in the namespace (``crictl inspect`` JSON), read
+    # once a round: splits the containers phase at the runtime start (None: not split)
+    container_starts_command: str | None = None
     # Fast cleanup: list one round's sandboxes (any state) and stop sandboxes by id, so the
     # round's pods do not wait out the kubelet's 2 s minimum grace (empty: the kubelet stops them)
     round_sandboxes_command: str | None = None
@@ -151,6 +154,7 @@ def parse_profile(path: Path) -> NodeProfile:
             "sandbox_stop",
             "runtime_handlers",
             "sandbox_handlers",
+            "container_starts",
         }
     )
     port = ssh.data.get("port")
@@ -178,6 +182,13 @@ def parse_profile(path: Path) -> NodeProfile:
         kubelet.command(key)
     for key in ("sandbox_count", "image_present", "runtime_handlers", "sandbox_handlers"):
         commands.command(key)
+    if "{namespace}" not in (commands.command("container_starts") or "{namespace}"):
+        raise commands.error(
+            "container_starts",
+            "has no {namespace} placeholder: it must list only the tool's namespace",
+            "print `crictl inspect -q` of the containers labelled "
+            "io.kubernetes.pod.namespace={namespace} (see docs/reports.md)",
+        )
     return NodeProfile(
         name=top.text("profile", default=path.stem),
         source=str(path),
@@ -215,6 +226,7 @@ def parse_profile(path: Path) -> NodeProfile:
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),
         sandbox_handlers_command=commands.opt_text("sandbox_handlers"),
+        container_starts_command=commands.opt_text("container_starts"),
         round_sandboxes_command=commands.opt_text("round_sandboxes"),
         sandbox_stop_command=commands.opt_text("sandbox_stop"),
     )

@@ -327,6 +327,7 @@ class NodeSweep:
                     reap_sandboxes=lambda: session.remove_stopped_sandboxes(pb.namespace),
                     clean_sandboxes=lambda tag: session.clean_round_sandboxes(pb.namespace, tag),
                     verify=verify,
+                    container_starts=lambda: session.container_starts(pb.namespace),
                 ),
             )
             record_round(

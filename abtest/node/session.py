@@ -19,7 +19,7 @@ from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY, ROUND_LABEL
 from abtest.config.full_match import whole
 from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
-from abtest.node import runtimes
+from abtest.node import container_starts, runtimes
 from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.node.ssh import Connection as SSHConnection
 from abtest.process.closing import Closing
@@ -334,6 +334,11 @@ class NodeSession(Closing):
         """Pod name -> the runtime handler its sandbox ran under, for one round's pods (None:
         the profile has no sandbox_handlers command)."""
         return runtimes.read_round_handlers(self, namespace, round_tag)
+
+    def container_starts(self, namespace: str) -> dict[str, int] | None:
+        """Pod UID -> the runtime's start of its last container (unix ns), for the
+        namespace's containers (None: the profile has no container_starts command)."""
+        return container_starts.read_container_starts(self, namespace)
 
     def image_present(self, image: str) -> bool:
         """Whether the runtime has ``image`` (by the profile's image_present command)."""

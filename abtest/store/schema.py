@@ -165,6 +165,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE node_journal ADD COLUMN run_id TEXT;
     CREATE INDEX journal_run ON node_journal(run_id);
     """,
+    # v4 -> v5: when the runtime started each pod's last container (CRI started_at, seconds
+    # since the round's t0: abtest.batch.runtime_start), which splits the containers phase;
+    # NULL for pods stored before v5 and where the node profile cannot list the starts.
+    """
+    ALTER TABLE pods ADD COLUMN container_started_s REAL;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -268,6 +268,9 @@ class FakeSession:
     def round_handlers(self, namespace: str, round_tag: str) -> dict[str, str] | None:
         raise NotImplementedError("FakeSession: no round handlers")
 
+    def container_starts(self, namespace: str) -> dict[str, int] | None:
+        return None  # a fake node's profile lists no container starts
+
 
 @dataclasses.dataclass(frozen=True)
 class FakeKitCluster:
