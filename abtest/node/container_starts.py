@@ -17,13 +17,11 @@ import json
 import re
 import shlex
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
-
-if TYPE_CHECKING:
-    from abtest.node.session import NodeSession
+from abtest.node.runtimes import ProfileCommands
 
 NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
 POD_UID_LABEL = "io.kubernetes.pod.uid"
@@ -96,7 +94,7 @@ def select_container_starts(output: str, namespace: str, *, where: str) -> dict[
     return last
 
 
-def read_container_starts(node: NodeSession, namespace: str) -> dict[str, int] | None:
+def read_container_starts(node: ProfileCommands, namespace: str) -> dict[str, int] | None:
     """Pod UID -> the runtime's start of its last container (unix ns) for the namespace's
     containers; None when the profile has no container_starts command."""
     command = node.profile.container_starts_command
