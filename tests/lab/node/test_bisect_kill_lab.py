@@ -36,12 +36,12 @@ NAMESPACE = "abtest"  # the playbook's and the lab profile's
 WAIT_S = 600.0  # a bound, not a pace: every wait below ends on a condition
 PLAYBOOK = """\
 playbook: bisect-kill
-description: the smallest bisection that still measures (5 pods, looks at 3 and 6 blocks)
+description: the smallest bisection that still measures (5 pods, one look at 3 blocks)
 catalog: lab
 design: baseline
 sizes: [5]
 rounds: 3
-max_rounds: 6
+max_rounds: 3
 margin_pct: 5
 confidence: 0.95
 metrics: [batch_ready_s]
