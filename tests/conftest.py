@@ -89,9 +89,25 @@ _BUILD_USERS = (
 )
 
 
+# The unit tier's longest tests (one 2-core run's --durations) start first: the two xdist
+# workers then end together, instead of one running the 50 s wheel test (collected last, as
+# tests/unit/test_*.py come after the folders) while the other waits.
+_SLOW_UNITS_FIRST = (
+    "tests/unit/test_docs_commands.py",
+    "tests/unit/report/test_report_twoway.py",
+    "tests/unit/stats/test_stats_phases.py",
+    "tests/unit/store/test_store_postgres.py",
+    "tests/unit/stats/test_gate_plan_calibration.py",
+    "tests/unit/cli/test_startup_imports.py",
+    "tests/unit/stats/test_stats_power.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def last(item: pytest.Item) -> int:
+    def order(item: pytest.Item) -> int:
         where = item.nodeid.split("::", 1)[0]
+        if where in _SLOW_UNITS_FIRST:
+            return -1
         return _BUILD_USERS.index(where) + 1 if where in _BUILD_USERS else 0
 
-    items.sort(key=last)  # stable: every other test keeps its place
+    items.sort(key=order)  # stable: every other test keeps its place
