@@ -122,14 +122,16 @@ def test_missing_image_times_out_fails_acceptance_and_is_cleaned(
             namespace=namespace,
             size=2,
             run_id="t-missing-image",
-            workload=Workload(image="docker.io/library/abtest-no-such-image:0.0.0"),
-            generator=Generator(timeout_s=20.0, observe_s=1.0),
+            # a registry on loopback that refuses: the pull fails at once and no request
+            # (not even a DNS lookup of docker.io) leaves the machine
+            workload=Workload(image="127.0.0.1:1/abtest-no-such-image:0.0.0"),
+            generator=Generator(timeout_s=10.0, observe_s=1.0),
             sandbox_count=node.sandbox_count,
         ),
     )
     assert not result.accepted
     assert result.timed_out
-    assert result.reason is not None and "2 of 2 pods never Ready within the 20 s" in result.reason
+    assert result.reason is not None and "2 of 2 pods never Ready within the 10 s" in result.reason
     assert result.pods_ready == 0 and result.latencies_s == []
     assert result.batch_ready_s is None and result.p50_s is None
     assert all(p.scheduled_s is not None for p in result.pods)  # they got that far
