@@ -53,7 +53,8 @@ def _flags(tmp_path: Path) -> tuple[str, ...]:
 def namespace(lab_node: LabNode) -> Iterator[str]:
     name = f"abtest-sf-{secrets.token_hex(4)}"
     yield name
-    delete_namespace(connect(lab_node.profile.kubeconfig), name)
+    # not reused: no need to wait the ~5 s the namespace controller takes to finish it
+    delete_namespace(connect(lab_node.profile.kubeconfig), name, wait_s=None)
 
 
 def _gates(db: str, *args: str, log: Path) -> subprocess.Popen[str]:

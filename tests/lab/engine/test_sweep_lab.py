@@ -159,7 +159,8 @@ def namespace(lab_node: LabNode) -> Iterator[str]:
     """A namespace of this test's own (the sweep creates it); deleted afterwards."""
     name = f"abtest-sw-{secrets.token_hex(4)}"
     yield name
-    delete_namespace(connect(lab_node.profile.kubeconfig), name)
+    # not reused: no need to wait the ~5 s the namespace controller takes to finish it
+    delete_namespace(connect(lab_node.profile.kubeconfig), name, wait_s=None)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

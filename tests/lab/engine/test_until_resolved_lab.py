@@ -38,7 +38,8 @@ REPO = Path(__file__).resolve().parents[3]
 def namespace(lab_node: LabNode) -> Iterator[str]:
     name = f"abtest-ur-{secrets.token_hex(4)}"
     yield name
-    delete_namespace(connect(lab_node.profile.kubeconfig), name)
+    # not reused: no need to wait the ~5 s the namespace controller takes to finish it
+    delete_namespace(connect(lab_node.profile.kubeconfig), name, wait_s=None)
 
 
 def _abtest(db: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -87,7 +87,8 @@ def _visits(db: Path, run_id: str) -> list[dict[str, Any]]:
 def namespace(lab_node: LabNode) -> Iterator[str]:
     name = f"abtest-ed-{secrets.token_hex(4)}"
     yield name
-    delete_namespace(connect(lab_node.profile.kubeconfig), name)
+    # not reused: no need to wait the ~5 s the namespace controller takes to finish it
+    delete_namespace(connect(lab_node.profile.kubeconfig), name, wait_s=None)
 
 
 def test_an_edit_during_a_sweep_is_refused_on_restore_and_left_as_the_editor_left_it(

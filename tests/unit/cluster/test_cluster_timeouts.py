@@ -9,9 +9,10 @@ import json
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import urllib3
@@ -359,3 +360,25 @@ def test_a_round_whose_watch_gives_up_fails_and_still_deletes_its_pods(
         )
     deleted = fake.deleted
     assert len(deleted) == 1 and "app.kubernetes.io/managed-by=abtest" in deleted[0]
+
+
+def test_delete_namespace_without_waiting_reads_it_once_and_does_not_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """wait_s=None: the ownership check and the delete, then no wait for the namespace
+    controller; the default waits until a read finds it gone."""
+    reads: list[str] = []
+    deletes: list[str] = []
+
+    def read(c: Any, n: str) -> Any:
+        reads.append(n)
+        return _owned_ns() if len(reads) < 3 else None
+
+    core = types.SimpleNamespace(delete_namespace=lambda n, **kw: deletes.append(n))
+    cluster = cast(Cluster, types.SimpleNamespace(core=core))
+    monkeypatch.setattr(namespaces, "_read", read)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    namespaces.delete_namespace(cluster, "abtest", wait_s=None)
+    assert (reads, deletes) == (["abtest"], ["abtest"])
+    namespaces.delete_namespace(cluster, "abtest")
+    assert len(reads) == 3 and deletes == ["abtest", "abtest"]
