@@ -93,6 +93,7 @@ _BUILD_USERS = (
 # workers then end together, instead of one running the 50 s wheel test (collected last, as
 # tests/unit/test_*.py come after the folders) while the other waits.
 _SLOW_UNITS_FIRST = (
+    "tests/unit/test_packaging.py",  # its `slow` install, in the full tier
     "tests/unit/test_docs_commands.py",
     "tests/unit/report/test_report_twoway.py",
     "tests/unit/stats/test_stats_phases.py",
