@@ -34,7 +34,7 @@ CONTAINERD_REVISION = "b98a3aace656320842a23f4a392a33f46af97866"
 CONTAINERD_MODULE = "github.com/containerd/containerd"
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
 # containerd's shim and ctr come from the same module and build step: the lab's containerd
-# must never run another containerd's shim (runtimes.containerd_env), and the lab imports
+# must never run another containerd's shim (containerd_path.containerd_env), and the lab imports
 # its images with its own ctr.
 CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
 ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl", *CONTAINERD_COMMANDS)
