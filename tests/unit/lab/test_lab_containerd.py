@@ -56,7 +56,11 @@ def test_the_lab_needs_all_three_containerd_commands(cache: Path) -> None:
 @pytest.mark.parametrize(
     ("missing", "steps"),
     [
-        (list(binaries.ALL_NAMES), [*binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd"]),
+        (
+            list(binaries.ALL_NAMES),
+            [*binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd", "toxiproxy-server"],
+        ),
+        (["toxiproxy-server"], ["toxiproxy-server"]),
         (["ctr"], ["containerd"]),
         (["containerd-shim-runc-v2", "kubelet"], ["kubelet", "containerd"]),
         (["etcd"], ["etcd"]),
@@ -72,6 +76,7 @@ def test_versions_per_binary() -> None:
     assert binaries.version_of("etcd", release) == binaries.ETCD_VERSION
     for name in binaries.CONTAINERD_COMMANDS:
         assert binaries.version_of(name, release) == "v1.7.28"
+    assert binaries.version_of("toxiproxy-server", release) == "v2.5.0"
 
 
 def test_containerd_is_stamped_like_an_upstream_release() -> None:
