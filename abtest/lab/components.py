@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from abtest.errors import LabError
-from abtest.lab import layout
+from abtest.lab import api_proxy, layout
 from abtest.lab.containerd_path import containerd_env
 from abtest.lab.layout import Node, Paths, Say
 from abtest.lab.processes import alive, read_pid, start, stop, wait_until
@@ -315,6 +315,24 @@ class Scheduler(Component):
         return http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False))
 
 
+class ApiProxy(Component):
+    """The kubelets' way to the API server, where `lab up --api-latency` puts its delay
+    (api_proxy.py: why every kubelet goes through it, and which stream is delayed)."""
+
+    name = "api-proxy"
+    expect = "toxiproxy-server"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(self.name, api_proxy.argv(paths, ports), env=dict(api_proxy.ENV))
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return api_proxy.serving(ports)
+
+    def launch(self, node: Node, ports: dict[str, int]) -> None:
+        api_proxy.write_config(node.paths, ports)  # the proxy it serves, read at its start
+        super().launch(node, ports)
+
+
 class Containerd(Component):
     name = "containerd"
     expect = "containerd"
@@ -434,6 +452,7 @@ COMPONENTS: tuple[Component, ...] = (
     ApiServer(),
     ControllerManager(),
     Scheduler(),
+    ApiProxy(),
     Containerd(),
     Kubelet(),
     Sshd(),
