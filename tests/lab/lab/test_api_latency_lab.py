@@ -111,10 +111,12 @@ def test_api_latency_slows_the_kubelets_path_only_and_goes_back(lab_up: None) ->
         _abtest("lab", "up", "--api-latency", "0")
     print(f"GET through the proxy {base_proxy:.1f} -> {slow:.1f} ms, direct {direct:.1f} ms; "
           f"kubelet lease PUT mean at {SET_MS} ms: {put_ms:.1f} ms")  # fmt: skip
-    assert SET_MS - 5 <= slow - base_proxy <= SET_MS + 30
+    # the delay is a floor under every response; the unloaded path's own time comes on top
+    # (a loaded machine inflates the 0 ms sample too, so the difference is no floor)
+    assert SET_MS * 0.95 <= slow <= base_proxy + SET_MS + 30
     assert direct < SET_MS - 5 + base_proxy, "the direct path got the delay too"
     # at least the delay; the upper bound leaves room for a new connection's handshakes
-    assert SET_MS - 5 <= put_ms <= 4 * SET_MS + 100
+    assert SET_MS * 0.95 <= put_ms <= 4 * SET_MS + 100
     after = _status()
     assert after["up"] and after["ready"]
     assert (after["api_latency_ms"], after["api_jitter_ms"]) == (0, 0)
