@@ -31,6 +31,10 @@ HISTOGRAMS: tuple[str, ...] = (
     # the agc series' own: each status version's creation -> its PATCH (a write's real delay)
     "kubelet_pod_status_write_delay_seconds",
     "kubelet_image_pull_duration_seconds",
+    # client-go's: each of the kubelet's API requests, by verb (and host), from its send to
+    # its response: the round trip the kubelet sees (issue 45; `lab up --api-latency` adds to
+    # it on the lab), beside the status writes and reads it serializes
+    "rest_client_request_duration_seconds",
 )
 # Counters whose deltas a round keeps (delta_count only).
 COUNTERS: tuple[str, ...] = (

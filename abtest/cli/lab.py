@@ -8,6 +8,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config.api_latency import ApiLatency, parse_api_latency
 from abtest.config.domain import parse_release
 from abtest.config.kubelet_series import parse_build_name
 from abtest.lab import control, kubelet_builds, layout, sdnode
@@ -60,6 +61,7 @@ def up(
             "it away.",
         ),
     ] = False,
+    api_latency: o.ApiLatencyOpt = None,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
     containerd and kubelet per node, and an sshd on loopback; idempotent. The first `up`
@@ -73,6 +75,7 @@ def up(
         nodes=nodes,
         kubernetes=release,
         systemd_node=systemd_node,
+        api_latency=parse_api_latency(api_latency) if api_latency is not None else None,
     )
     for node in st.nodes:
         console.print(
@@ -110,6 +113,8 @@ def status(json_out: o.Json = False) -> None:
             f"{', '.join(st.kubelet_builds) or 'none'}",
             highlight=False,
         )
+        latency = ApiLatency(st.api_latency_ms, st.api_jitter_ms)
+        console.print(f"kubelets' API latency (--api-latency): {latency}", highlight=False)
         for node in st.nodes:
             health = "healthy" if all(node.healthy.values()) else "not healthy"
             console.print(

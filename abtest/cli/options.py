@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 import typer
 
 from abtest.config import numbers as num
+from abtest.config.api_latency import FLAG as API_LATENCY_FLAG
+from abtest.config.api_latency import MAX_MS, parse_api_latency
 from abtest.config.k8s_names import namespace_problem
 from abtest.errors import UserError
 
@@ -189,6 +191,27 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
     for size in sizes:
         num.SIZE.check(size, "--sizes", "pods per batch, e.g. --sizes 10,20")
     return sizes or None
+
+
+# --- the lab ---------------------------------------------------------------------------------
+def check_api_latency(param: typer.CallbackParam, value: str | None) -> str | None:
+    if value is not None:
+        parse_api_latency(value)  # its UserError is the one line bad input gets
+    return value
+
+
+ApiLatencyOpt = Annotated[
+    str | None,
+    typer.Option(
+        API_LATENCY_FLAG,
+        metavar="MS[:JITTER]",
+        callback=check_api_latency,
+        help="Delay every lab kubelet's responses from the API server by MS milliseconds "
+        f"(+/- JITTER; MS <= {MAX_MS}), through a toxiproxy on 127.0.0.1 (a control plane at "
+        "a distance); the generator and watcher keep their direct path. Default: the kept "
+        "lab's setting, else 0. On a running lab, only the proxy's setting changes.",
+    ),
+]
 
 
 # --- groups of options ----------------------------------------------------------------------

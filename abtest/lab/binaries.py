@@ -7,7 +7,9 @@ etcd is built the same way because the API server wants etcd >= 3.5 (Debian ship
 so is containerd: the reference node's v1.7.28 instead of Debian's 1.6.20 (end of life, and
 without CRI calls newer kubelets make). Each release's Kubernetes commands have a directory
 of their own in the cache, so a lab at one release and extra kubelets of others live side by
-side; etcd, crictl and containerd do not depend on the release and are built once for all.
+side; etcd, crictl, containerd and toxiproxy do not depend on the release and are built once
+for all. Shopify's toxiproxy is the TCP proxy the kubelets reach the API server through, so a
+latency can be put on that path alone (`lab up --api-latency`; this kernel has no netem).
 """
 
 from __future__ import annotations
@@ -28,24 +30,30 @@ from abtest.lab.releases import DEFAULT_RELEASE
 ETCD_VERSION = "v3.6.16"
 CRI_TOOLS_VERSION = "v1.34.0"
 CONTAINERD_VERSION = "v1.7.28"
+TOXIPROXY_VERSION = "v2.5.0"
+TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2"
+#: the lab's name for toxiproxy's server command (the module builds it as cmd/server)
+TOXIPROXY = "toxiproxy-server"
 # The commit of the v1.7.28 tag (the module proxy's .info names it): stamped like upstream's
 # release build, so `containerd --version` and the CRI Version call say what a release says.
 CONTAINERD_REVISION = "b98a3aace656320842a23f4a392a33f46af97866"
 CONTAINERD_MODULE = "github.com/containerd/containerd"
 KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
 # containerd's shim and ctr come from the same module and build step: the lab's containerd
-# must never run another containerd's shim (runtimes.containerd_env), and the lab imports
+# must never run another containerd's shim (containerd_path.containerd_env), and the lab imports
 # its images with its own ctr.
 CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
-ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl", *CONTAINERD_COMMANDS)
+ALL_NAMES = (*KUBE_COMMANDS, "etcd", "crictl", *CONTAINERD_COMMANDS, TOXIPROXY)
 # Snapshotters the lab never uses (it runs overlayfs): btrfs needs cgo, and the rest only
 # add module downloads and build time. The same tags upstream's static builds accept.
 CONTAINERD_TAGS = "no_btrfs no_devmapper no_zfs no_aufs"
 
 
 def version_of(name: str, release: Release) -> str:
-    """The version a binary of the lab is built at: etcd, crictl and containerd have their
-    own, the Kubernetes commands the release's."""
+    """The version a binary of the lab is built at: etcd, crictl, containerd and toxiproxy
+    have their own, the Kubernetes commands the release's."""
+    if name == TOXIPROXY:
+        return TOXIPROXY_VERSION
     if name == "etcd":
         return ETCD_VERSION
     if name == "crictl":
@@ -62,6 +70,8 @@ def build_steps(missing: Sequence[str]) -> list[str]:
     steps = [n for n in (*KUBE_COMMANDS, "etcd", "crictl") if n in missing]
     if any(n in missing for n in CONTAINERD_COMMANDS):
         steps.append("containerd")
+    if TOXIPROXY in missing:
+        steps.append(TOXIPROXY)
     return steps
 
 
@@ -212,6 +222,14 @@ def _build_missing(
                             containerd_ldflags(),
                             tags=CONTAINERD_TAGS,
                         )
+        if TOXIPROXY in missing:
+            with progress.step(TOXIPROXY):
+                go_build(
+                    dirs[TOXIPROXY],
+                    f"{TOXIPROXY_MODULE}/cmd/server",
+                    bins.path(TOXIPROXY),
+                    progress,
+                )
     still = bins.missing()
     if still:
         raise LabError(f"build finished but {', '.join(still)} is missing in {bins.directory}")
@@ -231,6 +249,7 @@ def _modules_to_fetch(release: Release, kube: list[str], missing: list[str]) -> 
     wanted += [f"etcd-{ETCD_VERSION}"] if "etcd" in missing else []
     wanted += [f"crictl-{CRI_TOOLS_VERSION}"] if "crictl" in missing else []
     wanted += [f"containerd-{CONTAINERD_VERSION}"] if "containerd" in build_steps(missing) else []
+    wanted += [f"toxiproxy-{TOXIPROXY_VERSION}"] if TOXIPROXY in missing else []
     return any(not (cache_root() / "build" / w / "go.sum").exists() for w in wanted)
 
 
@@ -257,6 +276,14 @@ def _module_dirs(
             progress,
             [f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_COMMANDS],
             CONTAINERD_TAGS,
+        )
+    if TOXIPROXY in missing:
+        dirs[TOXIPROXY] = _simple_module(
+            "toxiproxy",
+            TOXIPROXY_MODULE,
+            TOXIPROXY_VERSION,
+            progress,
+            [f"{TOXIPROXY_MODULE}/cmd/server"],
         )
     return dirs
 

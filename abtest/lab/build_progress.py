@@ -53,6 +53,8 @@ DEFAULT_ESTIMATES_S = {
     # containerd, its shim and ctr: ~4.5 CPU-minutes of compiling (measured from an empty
     # cache at nice 19 with one Go thread on a machine loaded 20x over: 20 min of wall time)
     "containerd": 300.0,
+    # toxiproxy's server (`lab up --api-latency`'s proxy): ~25 s from the module proxy here
+    "toxiproxy-server": 25.0,
 }
 PLAIN_EVERY_S = 30.0
 POLL_S = 0.5

@@ -7,7 +7,6 @@ place in ``COMPONENTS``; ``lab up``, ``down``, ``status`` and the residue check 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import ssl
 import subprocess
@@ -18,7 +17,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from abtest.errors import LabError
-from abtest.lab import layout
+from abtest.lab import api_proxy, layout
+from abtest.lab.containerd_path import containerd_env
 from abtest.lab.layout import Node, Paths, Say
 from abtest.lab.processes import alive, read_pid, start, stop, wait_until
 
@@ -32,28 +32,6 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
     #: its working directory (None: the caller's)
     cwd: Path | None = None
-
-
-# Where runc, crun, the CNI plugins' helpers and mount live on any Linux; kept on containerd's
-# PATH even when the caller's PATH lacks them (a minimal sudo or CI environment).
-SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-
-
-def containerd_path(bin_dir: Path, inherited: str | None) -> str:
-    """containerd's PATH: the lab's binary directory first. containerd 1.7 runs the
-    `containerd-shim-runc-v2` in its working directory, else the first on its PATH, and
-    looks in its own directory only when PATH has none: with Debian's containerd installed
-    its 1.6 shim (/usr/bin) would run the lab's pods unless the lab's own shim comes first.
-    The lab also starts containerd in that directory (Containerd.argv). The shim inherits this
-    PATH and finds `runc` on it (the runc handler names no binary)."""
-    first = str(bin_dir)
-    rest = [p for p in (inherited or "").split(os.pathsep) if p and p != first]
-    rest += [p for p in SYSTEM_PATH if p not in rest]
-    return os.pathsep.join([first, *rest])
-
-
-def containerd_env(bin_dir: Path) -> dict[str, str]:
-    return {"PATH": containerd_path(bin_dir, os.environ.get("PATH"))}
 
 
 # --- probes -------------------------------------------------------------------------
@@ -337,6 +315,24 @@ class Scheduler(Component):
         return http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False))
 
 
+class ApiProxy(Component):
+    """The kubelets' way to the API server, where `lab up --api-latency` puts its delay
+    (api_proxy.py: why every kubelet goes through it, and which stream is delayed)."""
+
+    name = "api-proxy"
+    expect = "toxiproxy-server"
+
+    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        return Spec(self.name, api_proxy.argv(paths, ports), env=dict(api_proxy.ENV))
+
+    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
+        return api_proxy.serving(ports)
+
+    def launch(self, node: Node, ports: dict[str, int]) -> None:
+        api_proxy.write_config(node.paths, ports)  # the proxy it serves, read at its start
+        super().launch(node, ports)
+
+
 class Containerd(Component):
     name = "containerd"
     expect = "containerd"
@@ -456,6 +452,7 @@ COMPONENTS: tuple[Component, ...] = (
     ApiServer(),
     ControllerManager(),
     Scheduler(),
+    ApiProxy(),
     Containerd(),
     Kubelet(),
     Sshd(),

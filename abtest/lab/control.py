@@ -14,9 +14,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from abtest.config.api_latency import ApiLatency
 from abtest.config.domain import Release
 from abtest.errors import LabError, UserError
 from abtest.lab import (
+    api_proxy,
     components,
     control_plane,
     host,
@@ -46,6 +48,9 @@ PREFERRED_PORTS = {
     "apiserver": 6443,
     "controller_manager": 10257,
     "scheduler": 10259,
+    # the kubelets' way to the API server (api_proxy.py) and the proxy's admin API
+    "api_proxy": 6444,
+    "api_proxy_admin": 8474,
     "kubelet": 10250,
     "kubelet_healthz": 10248,
     "sshd": 2222,
@@ -61,10 +66,13 @@ def up(
     nodes: int = 1,
     kubernetes: Release | None = None,
     systemd_node: bool = False,
+    api_latency: ApiLatency | None = None,
 ) -> LabStatus:
     """Bring the lab up with `nodes` nodes at release `kubernetes` (None: the kept lab's, or
     the default), and the systemd node if asked (sdnode.py); on a healthy lab at that
-    release, only add or remove nodes (and the systemd node)."""
+    release, only add or remove nodes (and the systemd node). `api_latency` (None: the kept
+    lab's, else 0) is the delay on the kubelets' way to the API server: on a running lab,
+    changing it only re-sets the proxy's toxic (api_proxy.py)."""
     lab_nodes.check_count(nodes)
     paths = paths or Paths()
     host.require_root()
@@ -75,17 +83,24 @@ def up(
         if problem:
             raise UserError(problem, "--kubernetes", "choose a release the proxy serves")
     if _keeps_running(current, nodes, systemd_node):
-        _say_notes(current, say, "lab is already up; nothing changed")
-        return current
+        changes = api_latency is not None and api_latency != api_proxy.stored(paths)
+        _say_notes(current, say, None if changes else "lab is already up; nothing changed")
+        if api_latency is not None:
+            _change_latency(paths, api_latency, say)
+        return status(paths)
     if _control_plane_ok(current):
         _say_notes(current, say, None)
         _resize(paths, nodes, say)
         sdnode_run.reconcile(paths, systemd_node, say)
+        if api_latency is not None:
+            _change_latency(paths, api_latency, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
         down(say=say, paths=paths)
     fresh, state = _install(paths, release, say)
+    if api_latency is not None:
+        state.api_latency_ms, state.api_jitter_ms = api_latency.ms, api_latency.jitter_ms
     want = _prepare_state(paths, state, fresh, nodes, systemd_node, say)
     try:
         _start_all(paths, state.ports, fresh, want, systemd_node, say)
@@ -99,6 +114,14 @@ def up(
         raise
     _say_up(want, paths, say)
     return status(paths)
+
+
+def _change_latency(paths: Paths, latency: ApiLatency, say: Say) -> None:
+    """On a running lab: the new setting in the state, then in the proxy; nothing restarts
+    (every kubelet's kubeconfig names the proxy whatever the setting)."""
+    api_proxy.record(paths, latency)
+    state = LabState.load(paths) or LabState()
+    api_proxy.apply_stored(paths, state.ports, say)
 
 
 def _keeps_running(current: LabStatus, nodes: int, systemd_node: bool) -> bool:
@@ -218,6 +241,8 @@ def _after_start(
     lab as a whole, not of the component: the cluster's objects, the images)."""
     if name == "etcd":
         control_plane.advertise_etcd_peer(paths, ports, say)
+    if name == "api-proxy":
+        api_proxy.apply_stored(paths, ports, say)
     if name == "containerd":
         images.import_images(paths)
         say("  images imported: " + ", ".join((layout.BUSYBOX_IMAGE, layout.PAUSE_IMAGE)))

@@ -3,7 +3,7 @@ starting one component and waiting until it is healthy."""
 
 from __future__ import annotations
 
-from abtest.lab import components, host, layout, pki, sshd
+from abtest.lab import api_proxy, components, host, layout, pki, sshd
 from abtest.lab import nodes as lab_nodes
 from abtest.lab.layout import Node, Paths, Say
 
@@ -36,12 +36,26 @@ def prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) 
     pki.issue(ca, d, "controller-manager", "system:kube-controller-manager", client=True)
     pki.issue(ca, d, "kubelet", f"system:node:{layout.NODE_NAME}", org="system:nodes", client=True)
     pki.ensure_service_account_key(d)
-    server = f"https://127.0.0.1:{ports['apiserver']}"
-    for user, cert in (
-        ("admin", "admin"),
-        ("scheduler", "scheduler"),
-        ("controller-manager", "controller-manager"),
-        ("kubelet", "kubelet"),
+    write_kubeconfigs(paths, ports, ca)
+    for node in want:
+        lab_nodes.prepare(node, ports, fresh, ca)
+    host.add_hosts_entry(nodes=want)
+    sshd.ensure_user(paths)
+    sshd.ensure_keys(paths)
+    sshd.write_configs(paths, ports["sshd"])
+    sshd.open_door(paths)
+
+
+def write_kubeconfigs(paths: Paths, ports: dict[str, int], ca: pki.CertPair) -> None:
+    """The control plane's clients and the admin reach the API server directly; node 1's
+    kubelet through the proxy `--api-latency` delays (api_proxy.py), as every node's does."""
+    d = paths.pki
+    direct = f"https://127.0.0.1:{ports['apiserver']}"
+    for user, cert, server in (
+        ("admin", "admin", direct),
+        ("scheduler", "scheduler", direct),
+        ("controller-manager", "controller-manager", direct),
+        ("kubelet", "kubelet", api_proxy.kubelet_server(ports)),
     ):
         pki.write_kubeconfig(
             paths.root / f"{user}.kubeconfig",
@@ -50,13 +64,6 @@ def prepare(paths: Paths, ports: dict[str, int], fresh: bool, want: list[Node]) 
             pki.CertPair(d / f"{cert}.crt", d / f"{cert}.key"),
             user,
         )
-    for node in want:
-        lab_nodes.prepare(node, ports, fresh, ca)
-    host.add_hosts_entry(nodes=want)
-    sshd.ensure_user(paths)
-    sshd.ensure_keys(paths)
-    sshd.write_configs(paths, ports["sshd"])
-    sshd.open_door(paths)
 
 
 def _etcd_pki(paths: Paths) -> None:

@@ -335,6 +335,9 @@ class LabState:
     containerd: str | None = None
     #: whether the last `up` ran the systemd node (`--systemd-node`, sdnode.py)
     systemd_node: bool = False
+    #: the delay on the kubelets' way to the API server (`up --api-latency`, api_proxy.py)
+    api_latency_ms: int = 0
+    api_jitter_ms: int = 0
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))

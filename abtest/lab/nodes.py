@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from abtest.config import datafiles
 from abtest.errors import LabError, UserError
-from abtest.lab import components, host, images, kubelet_files, layout, pki, runtimes
+from abtest.lab import api_proxy, components, host, images, kubelet_files, layout, pki, runtimes
 from abtest.lab.files import PUBLIC_FILE, install_binary, make_dir, write_file
 from abtest.lab.layout import Node, Paths, Say
 from abtest.lab.processes import alive, read_pid
@@ -74,7 +74,7 @@ def prepare(node: Node, ports: dict[str, int], fresh: bool, ca: pki.CertPair) ->
     if not node.first:
         pki.write_kubeconfig(
             node.kubelet_kubeconfig,
-            f"https://127.0.0.1:{ports['apiserver']}",
+            api_proxy.kubelet_server(ports),  # as node 1's (control_plane.prepare)
             ca,
             pki.CertPair(node.pki / "kubelet.crt", node.pki / "kubelet.key"),
             "kubelet",

@@ -31,6 +31,8 @@ LAB_PROGRAMS = (
     "containerd-shim-runc-v2",
     "sshd",
     "socat",
+    # the kubelets' API proxy (api_proxy.py)
+    "toxiproxy-server",
     # the systemd node's (its command line names its root filesystem in the state dir)
     "systemd-nspawn",
 )

@@ -49,6 +49,10 @@ class LabStatus:
     kubelet_builds: tuple[str, ...] = ()
     #: the systemd node (`up --systemd-node`; None: the lab has none)
     systemd_node: SystemdNodeStatus | None = None
+    #: the delay on the kubelets' way to the API server, as the lab's state records it
+    #: (`up --api-latency`; api_proxy.py gives it to the proxy at each start and change)
+    api_latency_ms: int = 0
+    api_jitter_ms: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -66,6 +70,8 @@ class LabStatus:
             },
             "nodes": [n.as_json() for n in self.nodes],
             "systemd_node": self.systemd_node.as_json() if self.systemd_node else None,
+            "api_latency_ms": self.api_latency_ms,
+            "api_jitter_ms": self.api_jitter_ms,
             "runtime_classes": dict(self.runtime_classes),
             "runtime_classes_error": self.runtime_classes_error,
             "left_behind": list(self.left_behind),
@@ -117,6 +123,8 @@ def status(paths: Paths | None = None) -> LabStatus:
         api_server_version=api_version,
         kubelet_builds=tuple(placed_kubelets(paths)),
         systemd_node=sd,
+        api_latency_ms=state.api_latency_ms if state else 0,
+        api_jitter_ms=state.api_jitter_ms if state else 0,
     )
 
 

@@ -247,6 +247,8 @@ STAGE_MEANINGS = {
     # v1.36 observes it from the pod's first status at every write: not a write's delay
     "kubelet_pod_status_sync_duration_seconds": "pod age at status write",
     "kubelet_pod_status_write_delay_seconds": "status write delay",
+    # client-go's, not a stage of a pod's start: the kubelet's API round trip, per verb
+    "rest_client_request_duration_seconds": "kubelet API request round trip",
     CONTAINER_START: "ready to start seen -> runtime start",
     STATUS_LAG: "status lag: runtime start -> ContainersReady seen",
 }

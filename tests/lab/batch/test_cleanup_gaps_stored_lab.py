@@ -27,7 +27,15 @@ from abtest.store.db import Store
 pytestmark = pytest.mark.lab
 
 NAMESPACE = "abtest-cleanup-lab"
-AFTER_LAPS = ["watch_stop", "events", "metrics_after", "judge", "delete_call", "api_gone"]
+AFTER_LAPS = [
+    "watch_stop",
+    "events",
+    "metrics_after",
+    "container_starts",
+    "judge",
+    "delete_call",
+    "api_gone",
+]
 
 
 def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
@@ -53,6 +61,8 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
                         generator=Generator(observe_s=1.0),
                         sandbox_count=node.sandbox_count,
                         reap_sandboxes=lambda: node.remove_stopped_sandboxes(NAMESPACE),
+                        # the lab profile's own listing (its lap is in AFTER_LAPS)
+                        container_starts=lambda: node.container_starts(NAMESPACE),
                     ),
                 )
                 # what the next round starts from: checked independently of the round
@@ -70,6 +80,8 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
     for result, (pods_left, sandboxes) in zip(results, clean_counts, strict=True):
         assert result.accepted, result.reason
         assert result.cleanup_ok, result.cleanup_note
+        # every pod's containers were found in the runtime's listing and joined by pod UID
+        assert all(p.container_started_s is not None for p in result.pods), result.notes
         assert result.sandbox_baseline == before_all
         assert (pods_left, sandboxes) == (0, before_all)  # clean before the next round
         assert result.sandbox_after == before_all

@@ -19,6 +19,7 @@ from abtest.batch.template import (
 )
 from abtest.config.playbook import Workload
 from abtest.errors import ConfigError
+from abtest.report import tables_reference
 
 
 def test_reference_workload_matches_design() -> None:
@@ -173,3 +174,25 @@ def test_malformed_metrics_raise() -> None:
         metrics.parse("this is { not a sample\n")
     with pytest.raises(metrics.MetricsParseError):
         metrics.parse_labels('{a="unterminated}')
+
+
+def test_the_kubelets_api_round_trip_is_kept_per_verb() -> None:
+    """client-go's request histogram (issue 45): a round keeps its delta per verb, so a report
+    shows the mean PATCH and GET the kubelet saw (e.g. through `lab up --api-latency`)."""
+    family = "rest_client_request_duration_seconds"
+    line = family + '_{0}{{host="127.0.0.1:6444",verb="{1}"}} {2}\n'
+    before = metrics.parse(line.format("sum", "PATCH", 1.0) + line.format("count", "PATCH", 10))
+    after = metrics.parse(
+        line.format("sum", "PATCH", 4.0)
+        + line.format("count", "PATCH", 70)
+        + line.format("sum", "GET", 0.6)
+        + line.format("count", "GET", 11)
+        + line.format("bucket", "PATCH", 3).replace('"}', '",le="0.05"}')
+    )
+    d = {m.labels: m for m in metrics.deltas(before, after) if m.metric == family}
+    patch = d['host="127.0.0.1:6444",verb="PATCH"']
+    assert (patch.delta_sum, patch.delta_count) == (3.0, 60)  # 50 ms a PATCH
+    assert d['host="127.0.0.1:6444",verb="GET"'].delta_count == 11
+    assert tables_reference.stage_label(f'{family}{{verb="PATCH"}}') == (
+        'kubelet API request round trip (rest_client_request_duration{verb="PATCH"})'
+    )

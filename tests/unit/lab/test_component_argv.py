@@ -20,6 +20,8 @@ PORTS = {
     "apiserver": 6443,
     "controller_manager": 10257,
     "scheduler": 10259,
+    "api_proxy": 6444,
+    "api_proxy_admin": 8474,
     "kubelet": 10250,
     "kubelet_healthz": 10248,
     "sshd": 2222,

@@ -54,18 +54,19 @@ def test_plain_progress_lines_and_summary(fake_go: Path, monkeypatch: pytest.Mon
     bins = binaries.ensure_binaries(lines.append, live=False)
     assert bins.missing() == []
     text = "\n".join(lines)
-    assert "in all (8 steps), estimated from the 2-core lab's build" in text
-    for name in ("modules", *binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd"):
+    assert "in all (9 steps), estimated from the 2-core lab's build" in text
+    steps = ("modules", *binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd", "toxiproxy-server")
+    for name in steps:
         assert f"  {name} ... (usually ~" in text
         assert f"  {name} done in " in text
     # A step that takes longer than the line period says so while it runs.
     assert "still building kube-apiserver:" in text and "left in all" in text
     # The end: what was built, per-step times, and where it is cached.
-    assert lines[-3].startswith("  containerd")
+    assert lines[-3].startswith("  toxiproxy-server")
     assert any(line.startswith("built kube-apiserver, ") for line in lines)
     assert f"cached in {bins.directory.parent} (" in text
     times = json.loads((binaries.cache_root() / "build-times.json").read_text())
-    assert set(times) == {"modules", *binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd"}
+    assert set(times) == set(steps)
 
 
 def test_second_estimate_comes_from_this_machine(fake_go: Path) -> None:

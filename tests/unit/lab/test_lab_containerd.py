@@ -12,7 +12,17 @@ from typing import Any
 import pytest
 
 from abtest.config.domain import Release
-from abtest.lab import binaries, components, control, files, host, images, layout, runtimes
+from abtest.lab import (
+    binaries,
+    components,
+    containerd_path,
+    control,
+    files,
+    host,
+    images,
+    layout,
+    runtimes,
+)
 from abtest.lab.layout import LabState, Node, Paths
 from abtest.lab.nodes import NodeStatus
 
@@ -46,7 +56,11 @@ def test_the_lab_needs_all_three_containerd_commands(cache: Path) -> None:
 @pytest.mark.parametrize(
     ("missing", "steps"),
     [
-        (list(binaries.ALL_NAMES), [*binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd"]),
+        (
+            list(binaries.ALL_NAMES),
+            [*binaries.KUBE_COMMANDS, "etcd", "crictl", "containerd", "toxiproxy-server"],
+        ),
+        (["toxiproxy-server"], ["toxiproxy-server"]),
         (["ctr"], ["containerd"]),
         (["containerd-shim-runc-v2", "kubelet"], ["kubelet", "containerd"]),
         (["etcd"], ["etcd"]),
@@ -62,6 +76,7 @@ def test_versions_per_binary() -> None:
     assert binaries.version_of("etcd", release) == binaries.ETCD_VERSION
     for name in binaries.CONTAINERD_COMMANDS:
         assert binaries.version_of(name, release) == "v1.7.28"
+    assert binaries.version_of("toxiproxy-server", release) == "v2.5.0"
 
 
 def test_containerd_is_stamped_like_an_upstream_release() -> None:
@@ -145,14 +160,14 @@ def test_the_containerd_build_from_an_empty_cache(
 
 def test_the_lab_bin_directory_comes_first_on_containerds_path() -> None:
     bin_dir = Path("/var/lib/abtest-lab/bin")
-    path = components.containerd_path(bin_dir, "/usr/bin:/var/lib/abtest-lab/bin:/opt/x")
+    path = containerd_path.containerd_path(bin_dir, "/usr/bin:/var/lib/abtest-lab/bin:/opt/x")
     parts = path.split(":")
     assert parts[0] == str(bin_dir)
     assert parts.count(str(bin_dir)) == 1
     # the caller's order stays, and runc's directory is there even if the caller lacked it
     assert parts[1:3] == ["/usr/bin", "/opt/x"] and "/usr/sbin" in parts
-    assert components.containerd_path(bin_dir, None).split(":")[0] == str(bin_dir)
-    assert "" not in components.containerd_path(bin_dir, "::/usr/bin:").split(":")
+    assert containerd_path.containerd_path(bin_dir, None).split(":")[0] == str(bin_dir)
+    assert "" not in containerd_path.containerd_path(bin_dir, "::/usr/bin:").split(":")
 
 
 @pytest.mark.parametrize("index", [1, 2])

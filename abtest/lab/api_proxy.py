@@ -1,0 +1,129 @@
+"""The kubelets' way to the API server: Shopify's toxiproxy (binaries.TOXIPROXY), so that
+`lab up --api-latency MS[:JITTER]` can put a control plane "at a distance" on that path
+alone. The generator, the watcher and the control plane's own clients keep their direct
+path (the admin, scheduler and controller-manager kubeconfigs name the API server itself).
+
+Every lab kubelet goes through the proxy, at 0 ms too (the toxic is then removed and the
+proxy only copies bytes): a change of the setting is then one call to the proxy's HTTP API,
+never a kubelet restart. Both the proxy's listener and its admin API are on 127.0.0.1,
+which the API server's serving certificate names (control_plane.prepare), so the kubelet's
+TLS goes through untouched and verifies as before.
+
+The delay is on the downstream (API server -> kubelet) stream only: each response reaches
+the kubelet MS later, so a request's round trip grows by MS, as the setting says. A toxic
+on both streams would add MS twice per round trip."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from abtest.config.api_latency import ApiLatency
+from abtest.lab.binaries import TOXIPROXY
+from abtest.lab.files import PUBLIC_FILE, write_file
+from abtest.lab.layout import LabState, Paths, Say
+
+#: the proxy's name in toxiproxy, and the latency toxic's
+PROXY = "kube-apiserver"
+TOXIC = "api-latency"
+#: Toxiproxy logs every client connection at info; the lab's log keeps warnings only.
+ENV = {"LOG_LEVEL": "warn"}
+
+
+def config_file(paths: Paths) -> Path:
+    return paths.root / "api-proxy.json"
+
+
+def config_text(ports: dict[str, int]) -> str:
+    """Toxiproxy's -config: the one proxy, created at start, so the proxy listens before any
+    kubelet starts (the toxic is set afterwards, from the lab's state)."""
+    proxy = {
+        "name": PROXY,
+        "listen": f"127.0.0.1:{ports['api_proxy']}",
+        "upstream": f"127.0.0.1:{ports['apiserver']}",
+        "enabled": True,
+    }
+    return json.dumps([proxy], indent=2) + "\n"
+
+
+def write_config(paths: Paths, ports: dict[str, int]) -> None:
+    write_file(config_file(paths), config_text(ports), PUBLIC_FILE)
+
+
+def argv(paths: Paths, ports: dict[str, int]) -> tuple[str, ...]:
+    return (
+        str(paths.bin / TOXIPROXY),
+        "-host=127.0.0.1",
+        f"-port={ports['api_proxy_admin']}",
+        f"-config={config_file(paths)}",
+    )
+
+
+def kubelet_server(ports: dict[str, int]) -> str:
+    """The API server address every lab kubelet's kubeconfig names: the proxy's listener."""
+    return f"https://127.0.0.1:{ports['api_proxy']}"
+
+
+def _call(ports: dict[str, int], path: str, method: str = "GET", body: Any = None) -> Any:
+    url = f"http://127.0.0.1:{ports['api_proxy_admin']}{path}"
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        raw = resp.read()
+    return json.loads(raw) if raw.strip() else None
+
+
+def serving(ports: dict[str, int]) -> bool:
+    """The admin API answers and the kubelets' proxy is there and enabled."""
+    return bool(_call(ports, f"/proxies/{PROXY}").get("enabled"))
+
+
+def set_latency(ports: dict[str, int], latency: ApiLatency) -> None:
+    """Make the proxy's latency toxic `latency` (none at all at 0). The toxic is replaced,
+    not updated: one path whether or not it was there."""
+    try:
+        _call(ports, f"/proxies/{PROXY}/toxics/{TOXIC}", "DELETE")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+    if latency.off:
+        return
+    toxic = {
+        "name": TOXIC,
+        "type": "latency",
+        "stream": "downstream",
+        "toxicity": 1.0,
+        "attributes": {"latency": latency.ms, "jitter": latency.jitter_ms},
+    }
+    _call(ports, f"/proxies/{PROXY}/toxics", "POST", toxic)
+
+
+def current_latency(ports: dict[str, int]) -> ApiLatency:
+    """What the running proxy applies (0 when it has no latency toxic)."""
+    for toxic in _call(ports, f"/proxies/{PROXY}/toxics") or []:
+        if toxic.get("name") == TOXIC:
+            attrs = toxic.get("attributes", {})
+            return ApiLatency(int(attrs.get("latency", 0)), int(attrs.get("jitter", 0)))
+    return ApiLatency()
+
+
+def stored(paths: Paths) -> ApiLatency:
+    """The setting in the lab's state (what the proxy is given whenever it starts)."""
+    state = LabState.load(paths)
+    return ApiLatency(state.api_latency_ms, state.api_jitter_ms) if state else ApiLatency()
+
+
+def record(paths: Paths, latency: ApiLatency) -> None:
+    state = LabState.load(paths) or LabState()
+    state.api_latency_ms, state.api_jitter_ms = latency.ms, latency.jitter_ms
+    state.save(paths)
+
+
+def apply_stored(paths: Paths, ports: dict[str, int], say: Say) -> None:
+    """Give the running proxy the state's setting (after its start, or after a change)."""
+    latency = stored(paths)
+    set_latency(ports, latency)
+    say(f"  kubelets' API latency: {latency} (through {kubelet_server(ports)})")

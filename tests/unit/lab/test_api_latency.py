@@ -1,0 +1,117 @@
+"""`lab up --api-latency MS[:JITTER]` without a lab: what it accepts, the one line a bad value
+gets, the kubeconfigs (only the kubelets' go through the proxy), the toxic it asks toxiproxy
+for, and where `lab status` shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bad_input import Case, run_case
+
+from abtest.config.api_latency import MAX_MS, ApiLatency, parse_api_latency
+from abtest.errors import UserError
+from abtest.lab import api_proxy, control_plane, pki
+from abtest.lab.layout import LabState, Paths
+from abtest.lab.status import LabStatus
+
+PORTS = {"apiserver": 6443, "api_proxy": 6444, "api_proxy_admin": 8474}
+
+
+@pytest.mark.parametrize(
+    ("text", "ms", "jitter"),
+    [("0", 0, 0), ("20", 20, 0), ("20:5", 20, 5), (" 7 ", 7, 0), (str(MAX_MS), MAX_MS, 0)],
+)
+def test_accepted_settings(text: str, ms: int, jitter: int) -> None:
+    assert parse_api_latency(text) == ApiLatency(ms, jitter)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("abc", "is not ms[:jitter]"),
+        ("-5", "is not ms[:jitter]"),
+        ("5:", "is not ms[:jitter]"),
+        ("1.5", "is not ms[:jitter]"),
+        ("", "is not ms[:jitter]"),
+        (str(MAX_MS + 1), "more than the 5000 ms allowed"),
+        ("10:20", "jitter 20 ms is more than the latency 10 ms"),
+    ],
+)
+def test_refused_settings(text: str, words: str) -> None:
+    with pytest.raises(UserError) as exc:
+        parse_api_latency(text)
+    assert exc.value.where == "--api-latency"
+    assert words in str(exc.value).lower()
+
+
+@pytest.mark.parametrize("value", ["abc", "6000", "3:4"])
+def test_a_bad_value_is_one_line_before_anything_runs(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The option's callback refuses it: `lab up` never starts (it would need root)."""
+    case = Case(f"api-latency-{value}", ("lab", "up", "--api-latency", value), ("--api-latency",))
+    run_case(case, tmp_path, capsys)
+
+
+def _server(path: Path) -> str:
+    return next(line.split()[1] for line in path.read_text().splitlines() if "server:" in line)
+
+
+def test_only_the_kubelets_kubeconfig_names_the_proxy(tmp_path: Path) -> None:
+    paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
+    ca = pki.ensure_ca(paths.pki)
+    for name in ("admin", "scheduler", "controller-manager", "kubelet"):
+        pki.issue(ca, paths.pki, name, name, client=True)
+    control_plane.write_kubeconfigs(paths, PORTS, ca)
+    assert _server(paths.root / "kubelet.kubeconfig") == "https://127.0.0.1:6444"
+    for direct in ("admin", "scheduler", "controller-manager"):
+        assert _server(paths.root / f"{direct}.kubeconfig") == "https://127.0.0.1:6443"
+
+
+def test_the_proxy_listens_on_loopback_in_front_of_the_api_server() -> None:
+    (proxy,) = json.loads(api_proxy.config_text(PORTS))
+    assert proxy == {
+        "name": "kube-apiserver",
+        "listen": "127.0.0.1:6444",
+        "upstream": "127.0.0.1:6443",
+        "enabled": True,
+    }
+
+
+def test_the_toxic_is_downstream_latency_and_removed_at_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[str, str, Any]] = []
+
+    def call(ports: dict[str, int], path: str, method: str = "GET", body: Any = None) -> Any:
+        calls.append((method, path, body))
+        return None
+
+    monkeypatch.setattr(api_proxy, "_call", call)
+    api_proxy.set_latency(PORTS, ApiLatency(50, 5))
+    assert calls[0][:2] == ("DELETE", "/proxies/kube-apiserver/toxics/api-latency")
+    method, path, body = calls[1]
+    assert (method, path) == ("POST", "/proxies/kube-apiserver/toxics")
+    assert body["type"] == "latency" and body["stream"] == "downstream"
+    assert body["attributes"] == {"latency": 50, "jitter": 5}
+    calls.clear()
+    api_proxy.set_latency(PORTS, ApiLatency(0, 0))
+    assert [c[0] for c in calls] == ["DELETE"]
+
+
+def test_the_setting_is_kept_in_the_lab_state_and_shown_by_status(tmp_path: Path) -> None:
+    paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
+    paths.root.mkdir(parents=True)
+    assert api_proxy.stored(paths) == ApiLatency()
+    LabState(nodes=2).save(paths)
+    api_proxy.record(paths, ApiLatency(20, 5))
+    state = LabState.load(paths)
+    assert state is not None and state.nodes == 2  # the rest of the state is kept
+    assert api_proxy.stored(paths) == ApiLatency(20, 5)
+    st = LabStatus(True, True, "n", "k", "s", (), api_latency_ms=20, api_jitter_ms=5)
+    out = st.as_json()
+    assert (out["api_latency_ms"], out["api_jitter_ms"]) == (20, 5)
+    assert str(ApiLatency(20, 5)) == "20 ms +/- 5 ms" and str(ApiLatency()) == "0 ms"
