@@ -19,8 +19,8 @@ from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.regress_live import CouldNotMeasure, raise_if_arms_failed
+from abtest.engine.regress_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_nodes import NodeKit

@@ -14,7 +14,7 @@ from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_profile
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
+from abtest.engine.regress_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_nodes import NodeKit
