@@ -206,7 +206,7 @@ class Results:
     ) -> GateResult:
         """The regression verdict of two stored runs on one node (``abtest regress
         --reference-run --candidate-run``): unpaired, since blocks of two runs do not pair."""
-        from abtest.engine.gate_rounds import gate_from_frame, rounds_of_two_runs
+        from abtest.engine.regress_rounds import gate_from_frame, rounds_of_two_runs
 
         frame = rounds_of_two_runs(self._store, reference_run, candidate_run)
         return gate_from_frame(

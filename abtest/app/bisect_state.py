@@ -23,7 +23,7 @@ from abtest.config import numbers as num
 from abtest.config.kubelet_series import BuildName, parse_build_name
 from abtest.config.margin import margin_problem
 from abtest.config.playbook import Playbook, load_playbook
-from abtest.engine.gate_rounds import look_schedule
+from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.stats.bisect import BAD, GOOD, OUTCOMES, middle, next_range
 from abtest.store.db import Store

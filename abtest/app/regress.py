@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from abtest.config.margin import check_margin
 from abtest.config.playbook import load_playbook
-from abtest.engine import gate_rounds as gate
+from abtest.engine import regress_rounds
 from abtest.errors import AbtestError, UserError
 from abtest.ingest.rounds import RoundsSource, load_rounds
 from abtest.ingest.rounds_csv import require_metrics
@@ -72,7 +72,7 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
         metrics = require_metrics(loaded.frame, metrics, loaded.source)
         for note in loaded.notes:
             say(f"note: {note}")
-        return gate.gate_from_frame(
+        return regress_rounds.gate_from_frame(
             loaded.frame,
             reference=req.reference,
             candidate=req.candidate,
@@ -86,8 +86,8 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
         if not (req.reference_run and req.candidate_run):
             raise UserError("give both --reference-run and --candidate-run", "abtest regress")
         with Store(req.db) as store:
-            frame = gate.rounds_of_two_runs(store, req.reference_run, req.candidate_run)
-        return gate.gate_from_frame(
+            frame = regress_rounds.rounds_of_two_runs(store, req.reference_run, req.candidate_run)
+        return regress_rounds.gate_from_frame(
             frame,
             reference="reference",
             candidate="candidate",

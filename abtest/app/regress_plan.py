@@ -18,7 +18,7 @@ import pandas as pd
 
 from abtest.app.regress import GateRequest
 from abtest.config.playbook import load_playbook
-from abtest.engine.gate_rounds import look_schedule
+from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
 from abtest.stats.gate_plan import LARGEST_CAP, NODE_LARGEST_CAP, TARGET, GatePlan, plan_gate

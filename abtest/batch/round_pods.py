@@ -7,9 +7,8 @@ round :class:`abtest.testing.FakePods` instead of patching module globals.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from abtest.batch.generator import SubmitResult, submit
 from abtest.batch.template import RenderedPod
@@ -40,6 +39,25 @@ class RoundWatch(Protocol):
     def stop(self) -> None: ...
 
 
+class SubmitTerms(TypedDict):
+    """How a round's creates are sent (:func:`abtest.batch.generator.submit` says each)."""
+
+    qps: float
+    concurrency: int
+    deadline: float
+    selector: str
+    clock: Callable[[], float]
+
+
+class WatchTerms(TypedDict):
+    """How a round's watch runs (:class:`abtest.cluster.pods.PodWatch` says each)."""
+
+    server_timeout_s: int
+    clock: Callable[[], float]
+    start_resource_version: str | None
+    on_failure: Callable[[str], None]
+
+
 class RoundPods(Protocol):
     """The API-server side of one round's pods: the namespace check, the creates, the watch,
     the delete and the wait for the pods to be gone."""
@@ -49,29 +67,13 @@ class RoundPods(Protocol):
         ...
 
     def submit(
-        self,
-        namespace: str,
-        pods: Sequence[RenderedPod],
-        *,
-        qps: float,
-        concurrency: int,
-        deadline: float,
-        selector: str,
-        clock: Callable[[], float],
+        self, namespace: str, pods: Sequence[RenderedPod], **terms: Unpack[SubmitTerms]
     ) -> SubmitResult:
         """Create the pods at the target rate (:func:`abtest.batch.generator.submit`)."""
         ...
 
     def watch(
-        self,
-        namespace: str,
-        selector: str,
-        on_event: OnEvent,
-        *,
-        server_timeout_s: int,
-        clock: Callable[[], float],
-        start_resource_version: str | None,
-        on_failure: Callable[[str], None],
+        self, namespace: str, selector: str, on_event: OnEvent, **terms: Unpack[WatchTerms]
     ) -> RoundWatch:
         """A watch (not yet started) telling ``on_event`` about the selected pods."""
         ...
@@ -99,48 +101,14 @@ class ClusterPods:
         check_owned(self.cluster, namespace)
 
     def submit(
-        self,
-        namespace: str,
-        pods: Sequence[RenderedPod],
-        *,
-        qps: float,
-        concurrency: int,
-        deadline: float,
-        selector: str,
-        clock: Callable[[], float] = time.monotonic,
+        self, namespace: str, pods: Sequence[RenderedPod], **terms: Unpack[SubmitTerms]
     ) -> SubmitResult:
-        return submit(
-            self.cluster,
-            namespace,
-            pods,
-            qps=qps,
-            concurrency=concurrency,
-            deadline=deadline,
-            selector=selector,
-            clock=clock,
-        )
+        return submit(self.cluster, namespace, pods, **terms)
 
     def watch(
-        self,
-        namespace: str,
-        selector: str,
-        on_event: OnEvent,
-        *,
-        server_timeout_s: int,
-        clock: Callable[[], float],
-        start_resource_version: str | None,
-        on_failure: Callable[[str], None],
+        self, namespace: str, selector: str, on_event: OnEvent, **terms: Unpack[WatchTerms]
     ) -> PodWatch:
-        return PodWatch(
-            self.cluster,
-            namespace,
-            selector,
-            on_event,
-            server_timeout_s=server_timeout_s,
-            clock=clock,
-            start_resource_version=start_resource_version,
-            on_failure=on_failure,
-        )
+        return PodWatch(self.cluster, namespace, selector, on_event, **terms)
 
     def delete(self, namespace: str, selector: str) -> None:
         delete_pods(self.cluster, namespace, selector)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,9 +19,10 @@ from abtest.app.node import (
     show_node,
 )
 from abtest.cli import options as o
+from abtest.cli.options import OptionGroup, option
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.config import numbers as num
-from abtest.config.playbook import load_profile
+from abtest.config.playbook import NodeProfile, load_profile
 from abtest.errors import Interrupted
 
 if TYPE_CHECKING:
@@ -42,6 +45,50 @@ Timeout = Annotated[
         help="Seconds for restart to healthy (profile: 120).",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """The node a node command acts on: its profile as given, the kubeconfig and context."""
+
+    profile: str
+    kubeconfig: str | None
+    context: str | None
+
+    def load(self) -> NodeProfile:
+        return o.with_kube(load_profile(self.profile), self.kubeconfig, self.context)
+
+
+NODE_TARGET = OptionGroup(
+    (
+        option("profile", o.Profile, inspect.Parameter.empty),
+        option("kubeconfig", o.Kubeconfig, None),
+        option("context", o.Context, None),
+    ),
+    NodeTarget,
+)
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """How apply and restore reach the node to change it."""
+
+    timeout: float | None
+    break_lock: bool
+    accept_new_host_key: bool
+
+    def access(self, profile: NodeProfile, db: str | None) -> NodeAccess:
+        return NodeAccess(profile, db, self.timeout, self.accept_new_host_key, self.break_lock)
+
+
+NODE_CHANGE = OptionGroup(
+    (
+        option("timeout", Timeout, None),
+        option("break_lock", o.BreakLock, False),
+        option("accept_new_host_key", o.AcceptNewHostKey, False),
+    ),
+    NodeChange,
+)
 
 
 def _progress(line: str) -> None:
@@ -90,10 +137,10 @@ def _verified_table(verified: dict[str, dict[str, Any]]) -> None:
 
 
 @app.command("check")
+@NODE_TARGET.into("target")
 def check(
-    profile: o.Profile,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
+    *,
+    target: NodeTarget,
     sets: Sets = None,
     image: Annotated[
         str | None, typer.Option("--image", help="Workload image that must be present.")
@@ -105,7 +152,7 @@ def check(
     """Pre-flight, no change: SSH + sudo, config parses, node Ready, factors known, image
     present, lock free (a held lock: whether the running kubelet matches its claim), nothing
     pending. Exit 0 only if every check passes."""
-    prof = o.with_kube(load_profile(profile), kubeconfig, context)
+    prof = target.load()
     report = check_node(
         prof, settings_of(sets), image=image, db=db, accept_new_host_key=accept_new_host_key
     )
@@ -119,17 +166,17 @@ def check(
 
 
 @app.command("show")
+@NODE_TARGET.into("target")
 def show(
-    profile: o.Profile,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
+    *,
+    target: NodeTarget,
     db: o.Db = None,
     accept_new_host_key: o.AcceptNewHostKey = False,
     json_out: o.Json = False,
 ) -> None:
     """The running kubelet: gates from /configz, gates enabled per its metric, config
     sha256, version, health, lock holder, any pending change."""
-    prof = o.with_kube(load_profile(profile), kubeconfig, context)
+    prof = target.load()
     state = show_node(prof, db=db, accept_new_host_key=accept_new_host_key)
     if json_out:
         print_json(state)
@@ -148,14 +195,13 @@ def show(
 
 
 @app.command("apply")
+@NODE_TARGET.into("target")
+@NODE_CHANGE.into("change")
 def apply(
-    profile: o.Profile,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
+    *,
+    target: NodeTarget,
     sets: Sets = None,
-    timeout: Timeout = None,
-    break_lock: o.BreakLock = False,
-    accept_new_host_key: o.AcceptNewHostKey = False,
+    change: NodeChange,
     skip_factor_check: Annotated[
         bool,
         typer.Option(
@@ -169,8 +215,8 @@ def apply(
 ) -> None:
     """Lock the node, keep the original, write the change atomically, restart the kubelet,
     and prove it healthy with the values in effect; roll back on any failure."""
-    prof = o.with_kube(load_profile(profile), kubeconfig, context)
-    access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)
+    prof = target.load()
+    access = change.access(prof, db)
     settings = settings_of(sets)
     with _interruptible():
         rec = apply_settings(
@@ -186,17 +232,16 @@ def apply(
     _stage_table(f"applied on {rec.node_name} (journal #{rec.journal_id})", rec)
     _verified_table(rec.verified)
     if rec.journal_id is not None:
-        console.print(f"undo with: abtest node restore --profile {profile}", highlight=False)
+        console.print(f"undo with: abtest node restore --profile {target.profile}", highlight=False)
 
 
 @app.command("restore")
+@NODE_TARGET.into("target")
+@NODE_CHANGE.into("change")
 def restore(
-    profile: o.Profile,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
-    timeout: Timeout = None,
-    break_lock: o.BreakLock = False,
-    accept_new_host_key: o.AcceptNewHostKey = False,
+    *,
+    target: NodeTarget,
+    change: NodeChange,
     db: o.Db = None,
     json_out: o.Json = False,
     force: Annotated[
@@ -213,8 +258,8 @@ def restore(
     release the lock (also one whose holder process is gone from this host, with nothing to
     put back). Nothing to do is not an error. A file someone else changed since
     abtest wrote it is refused and left as found (exit 2) unless --force."""
-    prof = o.with_kube(load_profile(profile), kubeconfig, context)
-    access = NodeAccess(prof, db, timeout, accept_new_host_key, break_lock)
+    prof = target.load()
+    access = change.access(prof, db)
     with _interruptible():
         rec = restore_node(access, force=force, progress=_progress)
     if json_out:

@@ -11,7 +11,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
@@ -162,13 +162,8 @@ def wait_pods_gone(
 def _watch_deletions(resp: Any, left: set[str]) -> bool:
     """Strike pods off ``left`` as DELETED events arrive; True when none is left. False when
     the stream ended or expired first (the caller lists again)."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if not line.strip():
-                continue
+    for lines in _lines_by_chunk(resp):
+        for line in lines:
             event = json.loads(line)
             if event.get("type") == "ERROR":
                 obj = event.get("object") or {}
@@ -183,6 +178,15 @@ def _watch_deletions(resp: Any, left: set[str]) -> bool:
                 if not left:
                     return True
     return False
+
+
+def _lines_by_chunk(resp: Any) -> Iterator[list[bytes]]:
+    """A watch stream's non-blank lines (one event each), as each chunk read completes them;
+    a line the chunk cut short comes with the next chunk."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        *lines, buf = (buf + chunk).split(b"\n")
+        yield [line for line in lines if line.strip()]
 
 
 # 410 Gone: our resourceVersion is older than the API server keeps, so the watch re-lists and
@@ -436,16 +440,11 @@ class PodWatch:
 
     def _consume(self, resp: Any) -> bool:
         """Read events until the stream ends; True when the server said 410 Gone."""
-        buf = b""
-        for chunk in resp.stream(amt=None, decode_content=False):
+        for lines in _lines_by_chunk(resp):
             seen = self.clock()
             if self._stop.is_set():
                 return False
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                if not line.strip():
-                    continue
+            for line in lines:
                 event = json.loads(line)
                 kind = event.get("type")
                 obj = event.get("object") or {}

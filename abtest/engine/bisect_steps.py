@@ -19,8 +19,8 @@ from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
-from abtest.engine.regress_live import CouldNotMeasure, raise_if_arms_failed
+from abtest.engine.regress_live import CouldNotMeasure, raise_if_arms_failed, round_outcome
+from abtest.engine.regress_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_nodes import NodeKit
@@ -109,12 +109,7 @@ def measure(
             started(str(data["run_id"]))
         elif kind == "round_done":
             s, r = data["slot"], data["result"]
-            ready = r.summary.batch_ready_s
-            say(
-                f"  block {s.block + 1} {s.arm} ({_build_of(plan, s.arm)}): "
-                f"{'-' if ready is None else f'{ready:.3f} s'}"
-                f"{'' if r.accepted else f' REJECTED ({r.reason})'}"
-            )
+            say(f"  block {s.block + 1} {s.arm} ({_build_of(plan, s.arm)}): {round_outcome(r)}")
 
     for number, blocks in enumerate(looks, start=1):
         result = run_sweep(

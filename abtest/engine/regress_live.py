@@ -9,12 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from abtest.batch.model import RoundResult
 from abtest.config.domain import Arm, Catalog, Scalar
 from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_profile
 from abtest.engine.fleet import same_node
-from abtest.engine.gate_rounds import analysable_rounds, decide, look_schedule
+from abtest.engine.regress_rounds import analysable_rounds, decide, look_schedule
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_nodes import NodeKit
@@ -50,6 +51,14 @@ def raise_if_arms_failed(result: SweepResult, name: Callable[[str, str], str]) -
     ]
     if failed:
         raise CouldNotMeasure(f"run {result.run_id}: could not apply {'; '.join(failed)}")
+
+
+def round_outcome(result: RoundResult) -> str:
+    """A finished round, as a live gate's or bisection's progress line ends: its batch-ready
+    time (``-`` for none), and why it was rejected if it was."""
+    ready = result.summary.batch_ready_s
+    rejected = "" if result.accepted else f" REJECTED ({result.reason})"
+    return f"{'-' if ready is None else f'{ready:.3f} s'}{rejected}"
 
 
 @dataclass(frozen=True)
@@ -168,12 +177,7 @@ def run_live(
     def emit(kind: str, data: dict[str, Any]) -> None:
         if kind == "round_done":
             s, r = data["slot"], data["result"]
-            ready = r.summary.batch_ready_s
-            say(
-                f"block {s.block + 1} {s.arm} {s.size} pods: "
-                f"{'-' if ready is None else f'{ready:.3f} s'}"
-                f"{'' if r.accepted else f' REJECTED ({r.reason})'}"
-            )
+            say(f"block {s.block + 1} {s.arm} {s.size} pods: {round_outcome(r)}")
         elif kind in ("arm_failed", "end"):
             say(f"{kind}: {data.get('reason') or data.get('status')}")
 

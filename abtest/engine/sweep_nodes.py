@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, Self, TypedDict, Unpack
 
 from abtest.batch.model import RoundResult
 from abtest.batch.round import run_round
@@ -64,12 +64,20 @@ class PreflightSpec:
     requests: Mapping[str, str] = field(default_factory=dict)
 
 
-class NodeControl(Protocol):
-    """The part of :class:`~abtest.node.control.NodeController` a sweep uses."""
+class ControllerTerms(TypedDict):
+    """How a sweep opens a node's controller (:class:`~abtest.node.control.NodeController`
+    says each); every change it journals is recorded as ``run_id``'s."""
 
-    guard: SignalGuard
+    accept_new_host_key: bool
+    break_lock: bool
+    progress: Progress
+    run_id: NotRequired[str | None]
 
-    def __enter__(self) -> NodeControl: ...
+
+class WithBlock(Protocol):
+    """Used as ``with x as y:``: ``y`` is ``x``, closed at the block's end."""
+
+    def __enter__(self) -> Self: ...
 
     def __exit__(
         self,
@@ -77,6 +85,12 @@ class NodeControl(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class NodeControl(WithBlock, Protocol):
+    """The part of :class:`~abtest.node.control.NodeController` a sweep uses."""
+
+    guard: SignalGuard
 
     def apply(
         self, settings: Mapping[str, Scalar], *, check_known: bool = ..., force_restart: bool = ...
@@ -89,17 +103,8 @@ class NodeControl(Protocol):
     def install_kubelet_binary(self, candidate: str | None) -> str: ...
 
 
-class NodeAccess(Protocol):
+class NodeAccess(WithBlock, Protocol):
     """The part of :class:`~abtest.node.session.NodeSession` the batch engine uses."""
-
-    def __enter__(self) -> NodeAccess: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
 
     def sandbox_count(self) -> int: ...
 
@@ -142,14 +147,7 @@ class NodeKit(Protocol):
     ) -> list[dict[str, Any]]: ...
 
     def controller(
-        self,
-        profile: NodeProfile,
-        store: Store,
-        *,
-        accept_new_host_key: bool,
-        break_lock: bool,
-        progress: Progress,
-        run_id: str | None = None,
+        self, profile: NodeProfile, store: Store, **terms: Unpack[ControllerTerms]
     ) -> NodeControl: ...
 
     def session(self, profile: NodeProfile) -> NodeAccess: ...
@@ -238,24 +236,10 @@ class RealNodes:
         return list_pods(cluster, namespace, round_selector(round_tag))[0]
 
     def controller(
-        self,
-        profile: NodeProfile,
-        store: Store,
-        *,
-        accept_new_host_key: bool,
-        break_lock: bool,
-        progress: Progress,
-        run_id: str | None = None,
+        self, profile: NodeProfile, store: Store, **terms: Unpack[ControllerTerms]
     ) -> NodeControl:
         """The node's controller; every change it journals is recorded as ``run_id``'s."""
-        return NodeController(
-            profile,
-            store,
-            accept_new_host_key=accept_new_host_key,
-            break_lock=break_lock,
-            progress=progress,
-            run_id=run_id,
-        )
+        return NodeController(profile, store, **terms)
 
     def session(self, profile: NodeProfile) -> NodeAccess:
         return NodeSession(profile)

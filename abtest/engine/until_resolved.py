@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from abtest.engine.gate_rounds import analysable_rounds, look_schedule
+from abtest.engine.regress_rounds import analysable_rounds, look_schedule
 from abtest.engine.schedule import build_schedule
 from abtest.engine.sweep import SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_nodes import NodeKit

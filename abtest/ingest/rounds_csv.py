@@ -217,14 +217,9 @@ def _size_column(raw: pd.DataFrame, where: str) -> pd.Series:
     # in range before the cast: 1e30 would wrap to a negative int64 ("-9223372036854775808 pods")
     good = parsed.notna() & (parsed >= 1) & (parsed <= SIZE_RANGE.maximum)
     good &= parsed == np.floor(parsed.where(good, 0))
-    if not good.all():
-        line = int(values.index[(~good).to_numpy()][0])
-        raise UserError(
-            f"size must be a whole number of pods from 1 to {SIZE_RANGE.maximum:g}, "
-            f"got {_cell(values[line])}",
-            f"{where}, line {line}, column {SIZE}",
-            "fix or remove that row",
-        )
+    _refuse_bad_row(
+        values, good, f"size must be a whole number of pods from 1 to {SIZE_RANGE.maximum:g}", where
+    )
     return parsed.astype(np.int64)
 
 
@@ -234,15 +229,25 @@ def _time_column(raw: pd.DataFrame, metric: str, where: str) -> pd.Series:
     # a start-up time: 1e308 overflows the statistics, a subnormal 1e-320 has no finite log
     good = parsed.notna() & np.isfinite(parsed) & (parsed > 0)
     good &= (parsed >= METRIC_S.minimum) & (parsed <= METRIC_S.maximum)
+    _refuse_bad_row(
+        values,
+        good,
+        f"{metric} must be a positive number of seconds from {METRIC_S.minimum:g} to "
+        f"{METRIC_S.maximum:g}",
+        where,
+    )
+    return parsed.astype(np.float64)
+
+
+def _refuse_bad_row(values: pd.Series, good: pd.Series, rule: str, where: str) -> None:
+    """Raise, naming the first row whose value in column ``values`` breaks ``rule``."""
     if not good.all():
         line = int(values.index[(~good).to_numpy()][0])
         raise UserError(
-            f"{metric} must be a positive number of seconds from {METRIC_S.minimum:g} to "
-            f"{METRIC_S.maximum:g}, got {_cell(values[line])}",
-            f"{where}, line {line}, column {metric}",
+            f"{rule}, got {_cell(values[line])}",
+            f"{where}, line {line}, column {values.name}",
             "fix or remove that row",
         )
-    return parsed.astype(np.float64)
 
 
 def _cell(value: object) -> str:

@@ -264,55 +264,57 @@ class ApiServer(Component):
         return http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", _tls(paths))
 
 
-class ControllerManager(Component):
-    name = "kube-controller-manager"
-    expect = "kube-controller-manager"
+class _LoopbackController(Component):
+    """A control-plane controller the lab runs on loopback (the controller manager, the
+    scheduler): its kubeconfig, its secure port (``port`` in ``ports``, probed at /healthz),
+    no leader election, no profiling; ``flags`` adds its own."""
+
+    port = ""
+
+    def flags(self, paths: Paths) -> tuple[str, ...]:
+        return ()
 
     def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
+        kubeconfig = self.name.removeprefix("kube-")
         return Spec(
             self.name,
             (
-                str(paths.bin / "kube-controller-manager"),
-                f"--kubeconfig={paths.root / 'controller-manager.kubeconfig'}",
+                str(paths.bin / self.name),
+                f"--kubeconfig={paths.root / f'{kubeconfig}.kubeconfig'}",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={ports['controller_manager']}",
+                f"--secure-port={ports[self.port]}",
                 "--leader-elect=false",
-                # root-ca-certificate-publisher: kube-root-ca.crt, which token-mounting pods need
-                "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle,"
-                "root-ca-certificate-publisher-controller",
-                f"--service-account-private-key-file={paths.pki / 'sa.key'}",
-                f"--root-ca-file={paths.pki / 'ca.crt'}",
-                "--use-service-account-credentials=true",
+                *self.flags(paths),
                 "--profiling=false",
                 "--v=1",
             ),
         )
 
     def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
-        url = f"https://127.0.0.1:{ports['controller_manager']}/healthz"
+        url = f"https://127.0.0.1:{ports[self.port]}/healthz"
         return http_ok(url, _tls(paths, verify=False))
 
 
-class Scheduler(Component):
-    name = "kube-scheduler"
-    expect = "kube-scheduler"
+class ControllerManager(_LoopbackController):
+    name = "kube-controller-manager"
+    expect = "kube-controller-manager"
+    port = "controller_manager"
 
-    def argv(self, paths: Paths, ports: dict[str, int], node: Node) -> Spec:
-        return Spec(
-            self.name,
-            (
-                str(paths.bin / "kube-scheduler"),
-                f"--kubeconfig={paths.root / 'scheduler.kubeconfig'}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['scheduler']}",
-                "--leader-elect=false",
-                "--profiling=false",
-                "--v=1",
-            ),
+    def flags(self, paths: Paths) -> tuple[str, ...]:
+        return (
+            # root-ca-certificate-publisher: kube-root-ca.crt, which token-mounting pods need
+            "--controllers=namespace,serviceaccount,garbagecollector,nodelifecycle,"
+            "root-ca-certificate-publisher-controller",
+            f"--service-account-private-key-file={paths.pki / 'sa.key'}",
+            f"--root-ca-file={paths.pki / 'ca.crt'}",
+            "--use-service-account-credentials=true",
         )
 
-    def probe(self, paths: Paths, ports: dict[str, int], node: Node) -> bool:
-        return http_ok(f"https://127.0.0.1:{ports['scheduler']}/healthz", _tls(paths, verify=False))
+
+class Scheduler(_LoopbackController):
+    name = "kube-scheduler"
+    expect = "kube-scheduler"
+    port = "scheduler"
 
 
 class ApiProxy(Component):

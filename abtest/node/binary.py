@@ -33,7 +33,6 @@ from abtest.store.journal import (
     ABANDONED,
     APPLIED,
     APPLYING,
-    CHANGED,
     FAILED,
     RESTORED,
     Journal,
@@ -202,13 +201,14 @@ class KubeletBinary:
         original = self._sha256(self.path)
         if st is None or original is None:
             raise NodeError(f"the kubelet binary {self.path} is missing on the node")
-        if rf.exists(self.conn, self.backup, sudo=self.sudo):
-            raise UserError(
-                f"{self.backup} is on the node: an earlier swap of abtest's may still be in "
-                "effect; nothing was changed",
-                f"node {self.profile.node_name}",
-                f"run `abtest node restore --profile {self.profile.name}` first",
-            )
+        rf.require_no_backup(
+            self.conn,
+            self.backup,
+            sudo=self.sudo,
+            earlier="an earlier swap of abtest's",
+            node=self.profile.node_name,
+            profile=self.profile.name,
+        )
         entry = self.journal.begin(
             node_name=self.profile.node_name,
             profile_name=self.profile.name,
@@ -282,12 +282,12 @@ class KubeletBinary:
             f"changed under us: {self.path} has sha256 {current[:12]}, neither the original "
             f"({original[:12]}) nor a candidate abtest installed; left as found"
         )
-        self.journal.mark(entry.id, CHANGED, detail=detail)
-        raise ChangedUnderUs(
+        rf.refuse_changed(
+            self.journal,
+            entry,
             detail,
-            f"node {self.profile.node_name}",
-            f"look at what replaced it; `abtest node restore --profile {self.profile.name} "
-            "--force` puts the original back over it",
+            node=self.profile.node_name,
+            profile=self.profile.name,
             found=current,
         )
 

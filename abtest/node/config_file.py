@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NoReturn
 
-from abtest.errors import NodeError, UserError
+from abtest.errors import NodeError
 from abtest.node import remote_files as rf
 from abtest.node.records import reason_of
 from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
-from abtest.store.journal import ABANDONED, CHANGED, FAILED, Journal, JournalEntry
+from abtest.store.journal import ABANDONED, FAILED, Journal, JournalEntry
 
 BACKUP_SUFFIX = ".abtest-original"
 
@@ -64,25 +64,21 @@ class ConfigFile:
             f"({entry.original_sha256[:12]}) nor what abtest wrote; left as found "
             "(no write, no restart)"
         )
-        self.journal.mark(entry.id, CHANGED, detail=detail)
-        raise ChangedUnderUs(
-            detail,
-            f"node {self.node}",
-            f"look at what changed it; `abtest node restore --profile {self.profile.name} "
-            "--force` puts the original back over it",
-            found=found,
+        rf.refuse_changed(
+            self.journal, entry, detail, node=self.node, profile=self.profile.name, found=found
         )
 
     def require_no_backup(self) -> None:
         """Before a first apply: a backup already there is an earlier change's original,
         which must not be overwritten with what may be that change."""
-        if rf.exists(self.ssh, self.backup, sudo=self.sudo):
-            raise UserError(
-                f"{self.backup} is on the node: an earlier change of abtest's (journaled in "
-                "another database) may still be in effect; nothing was changed",
-                f"node {self.node}",
-                f"run `abtest node restore --profile {self.profile.name}` first",
-            )
+        rf.require_no_backup(
+            self.ssh,
+            self.backup,
+            sudo=self.sudo,
+            earlier="an earlier change of abtest's (journaled in another database)",
+            node=self.node,
+            profile=self.profile.name,
+        )
 
     def adopt(self) -> JournalEntry | None:
         """No journal entry in this database, but a backup of ours on the node: journal it,

@@ -29,7 +29,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any, NoReturn
 
 from abtest.cluster.client import Cluster, connect
@@ -57,6 +56,7 @@ from abtest.node.records import (
 )
 from abtest.node.remote_files import MARKER_SUFFIX, ChangedUnderUs
 from abtest.node.session import NodeSession
+from abtest.process.closing import Closing
 from abtest.process.stop import SignalGuard
 from abtest.store.db import Store
 from abtest.store.journal import APPLIED, APPLYING, FAILED, RESTORED, Journal, JournalEntry
@@ -75,8 +75,10 @@ def _test_hook(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class NodeController:
+class NodeController(Closing):
     """``with NodeController(profile, store) as ctl: ctl.apply({...}); ctl.restore()``."""
+
+    guard: SignalGuard
 
     def __init__(
         self,
@@ -110,21 +112,6 @@ class NodeController:
         self._config_path: str | None = None
 
     # --- lifecycle --------------------------------------------------------------------
-
-    def __enter__(self) -> NodeController:
-        self.guard.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            self.close()
-        finally:
-            self.guard.__exit__(exc_type, exc, tb)
 
     def close(self) -> None:
         """Release the lock unless a change it protects is still in effect; disconnect.

@@ -24,10 +24,12 @@ import posixpath
 import re
 import secrets
 from dataclasses import dataclass
+from typing import NoReturn
 
 from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
 from abtest.node.connection import Connection, FileStat
+from abtest.store.journal import CHANGED, Journal, JournalEntry
 
 #: Exit status of the write script when the target is not the bytes the caller expected.
 CHANGED_RC = 17
@@ -73,6 +75,21 @@ class ChangedUnderUs(UserError):
     ) -> None:
         super().__init__(what, where, todo)
         self.found = found  # the sha256 the file has now ("absent" if it is gone)
+
+
+def refuse_changed(
+    journal: Journal, entry: JournalEntry, detail: str, *, node: str, profile: str, found: str
+) -> NoReturn:
+    """Someone else changed a file abtest changed: journal it (``CHANGED``), leave the file as
+    found, say so (``detail``: what was found instead of what)."""
+    journal.mark(entry.id, CHANGED, detail=detail)
+    raise ChangedUnderUs(
+        detail,
+        f"node {node}",
+        f"look at what changed it; `abtest node restore --profile {profile} --force` puts the "
+        "original back over it",
+        found=found,
+    )
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,19 @@ def stat_file(conn: Connection, path: str, *, sudo: bool) -> FileStat | None:
 
 def exists(conn: Connection, path: str, *, sudo: bool) -> bool:
     return stat_file(conn, path, sudo=sudo) is not None
+
+
+def require_no_backup(
+    conn: Connection, backup: str, *, sudo: bool, earlier: str, node: str, profile: str
+) -> None:
+    """Before a first change: a backup already at ``backup`` is ``earlier``'s original, which
+    must not be overwritten with what may be that change."""
+    if exists(conn, backup, sudo=sudo):
+        raise UserError(
+            f"{backup} is on the node: {earlier} may still be in effect; nothing was changed",
+            f"node {node}",
+            f"run `abtest node restore --profile {profile}` first",
+        )
 
 
 def read_file(conn: Connection, path: str, *, sudo: bool) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from abtest.errors import NO_VARIATION, TOO_SMALL
 
@@ -129,3 +130,34 @@ def make_table(
 def _sentence(text: str) -> str:
     text = text.strip()
     return text if text.endswith((".", ")")) else text + "."
+
+
+class MeanCell(Protocol):
+    """A table cell's mean of ``n`` rounds with its interval (``note``: why it has none)."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def mean(self) -> float: ...
+
+    @property
+    def ci(self) -> tuple[float, float] | None: ...
+
+    @property
+    def note(self) -> str: ...
+
+
+def usual_n(cells: Sequence[MeanCell]) -> int:
+    """The n most of a table's cells have (0 for none): :func:`mean_cell` shows any other."""
+    counts = [c.n for c in cells]
+    return max(set(counts), key=counts.count) if counts else 0
+
+
+def mean_cell(cell: MeanCell | None, usual: int) -> str:
+    """``2.260 [2.101, 2.419]``, with ``(n=7)`` when n is not the table's usual; a dash for
+    no cell."""
+    if cell is None:
+        return DASH
+    text = with_ci(cell.mean, cell.ci, cell.note)
+    return text if cell.n == usual else f"{text} (n={cell.n})"

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from abtest.analysis.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.fmt import (
-    DASH,
     SENSITIVITY_HEADER,
     SENSITIVITY_NOTE,
     Table,
@@ -24,8 +23,10 @@ from abtest.report.fmt import (
     finite,
     level,
     make_table,
+    mean_cell,
     num,
     p_value,
+    usual_n,
     with_ci,
 )
 from abtest.report.tables_detail import (
@@ -186,21 +187,12 @@ def holm_family(model: ReportModel, metric: str) -> str:
 
 def _per_arm(model: ReportModel, metric: str, ci: str) -> Table:
     cells = {(m.arm, m.size): m for m in model.arm_metrics if m.metric == metric}
-    counts = [m.n for m in cells.values()]
-    usual = max(set(counts), key=counts.count) if counts else 0
+    usual = usual_n(list(cells.values()))
     rows = []
     for arm in model.arm_names():
         if not any((arm, s) in cells for s in model.sizes):
             continue
-        row = [arm]
-        for size in model.sizes:
-            m = cells.get((arm, size))
-            if m is None:
-                row.append(DASH)
-                continue
-            text = with_ci(m.mean, m.ci, m.note)
-            row.append(text if m.n == usual else f"{text} (n={m.n})")
-        rows.append(row)
+        rows.append([arm, *(mean_cell(cells.get((arm, size)), usual) for size in model.sizes)])
     what = "batch" if metric == "batch_ready_s" else "per-round"
     return make_table(
         key=metric.removesuffix("_s").replace("_", "-"),

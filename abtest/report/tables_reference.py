@@ -7,7 +7,17 @@ import re
 from typing import TYPE_CHECKING
 
 from abtest.analysis.model import ReportModel
-from abtest.report.fmt import DASH, Table, level, make_table, num, p_value, with_ci
+from abtest.report.fmt import (
+    DASH,
+    Table,
+    level,
+    make_table,
+    mean_cell,
+    num,
+    p_value,
+    usual_n,
+    with_ci,
+)
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats import Comparison
@@ -37,19 +47,12 @@ def _with_label(t: TwoWay) -> str:
 
 
 def _cells(model: ReportModel, t: TwoWay, ci: str) -> Table:
-    counts = [c.n for c in t.cells]
-    usual = max(set(counts), key=counts.count) if counts else 0
+    usual = usual_n(t.cells)
     rows = []
     for lv in t.levels:
         row = [lv]
         for size in t.sizes:
-            for settings_on in (False, True):
-                c = t.cell(lv, settings_on, size)
-                if c is None:
-                    row.append(DASH)
-                    continue
-                text = with_ci(c.mean, c.ci, c.note)
-                row.append(text if c.n == usual else f"{text} (n={c.n})")
+            row.extend(mean_cell(t.cell(lv, on, size), usual) for on in (False, True))
         rows.append(row)
     arms = "; ".join(f"{lv} {'with' if on else 'without'} = {arm}" for lv, on, arm in t.arms)
     return make_table(

@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from abtest.batch.model import PodRecord, RoundResult, Summary
@@ -38,6 +37,7 @@ from abtest.engine.sweep_nodes import NodeControl, PreflightSpec
 from abtest.errors import ApplyFailed
 from abtest.node.kubelet_build import KubeletBuild
 from abtest.node.records import ApplyRecord, RestoreRecord
+from abtest.process.closing import Closing
 from abtest.process.stop import SignalGuard, signals_received, sleep
 from abtest.store.db import Store
 
@@ -148,30 +148,20 @@ class FakeNode:
         self.record(f"{where}-not-stopped", phase="idle")
 
 
-class FakeController:
+class FakeController(Closing):
     """Stands where NodeController does: lock, apply + restart (+ rollback), restore."""
+
+    guard: SignalGuard
 
     def __init__(self, node: FakeNode) -> None:
         self.node = node
         self.guard = SignalGuard()
 
-    def __enter__(self) -> FakeController:
-        self.guard.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self.node.lock_held and not self.node.pending:
-                self.node.lock_held = False
-                self.node.record("unlock")
-            self.node.record("close")
-        finally:
-            self.guard.__exit__(exc_type, exc, tb)
+    def close(self) -> None:
+        if self.node.lock_held and not self.node.pending:
+            self.node.lock_held = False
+            self.node.record("unlock")
+        self.node.record("close")
 
     def apply(
         self,

@@ -9,11 +9,11 @@ needs more (events written as pods come and go, a real watch) subclasses it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from abtest.batch.generator import CreateRecord, SubmitResult
+from abtest.batch.round_pods import SubmitTerms, WatchTerms
 from abtest.batch.template import RenderedPod
 from abtest.cluster.pods import OnEvent
 from abtest.errors import AbtestError
@@ -70,18 +70,10 @@ class FakePods:
         self.calls.append("check_owned")
 
     def submit(
-        self,
-        namespace: str,
-        pods: Sequence[RenderedPod],
-        *,
-        qps: float,
-        concurrency: int,
-        deadline: float,
-        selector: str,
-        clock: Callable[[], float] = time.monotonic,
+        self, namespace: str, pods: Sequence[RenderedPod], **terms: Unpack[SubmitTerms]
     ) -> SubmitResult:
         self.calls.append("submit")
-        now = clock()
+        now = terms["clock"]()
         creates = []
         for p in pods:
             self.created.append(p.name)
@@ -91,18 +83,10 @@ class FakePods:
         return SubmitResult(creates, now, now, 0.0, 0.0)
 
     def watch(
-        self,
-        namespace: str,
-        selector: str,
-        on_event: OnEvent,
-        *,
-        server_timeout_s: int = 3600,
-        clock: Callable[[], float] = time.monotonic,
-        start_resource_version: str | None = None,
-        on_failure: Callable[[str], None] | None = None,
+        self, namespace: str, selector: str, on_event: OnEvent, **terms: Unpack[WatchTerms]
     ) -> FakeWatch:
         self.calls.append("watch")
-        watch = FakeWatch(on_event, on_failure)
+        watch = FakeWatch(on_event, terms["on_failure"])
         self.watches.append(watch)
         return watch
 

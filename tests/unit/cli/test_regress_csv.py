@@ -11,7 +11,7 @@ import pytest
 from bad_input import Outcome
 from cli_run import run
 
-from abtest.engine.gate_rounds import look_schedule
+from abtest.engine.regress_rounds import look_schedule
 
 # Per-block multiplicative noise the reference and candidate share (block effect) plus a
 # small round-level wobble, fixed so the verdicts are exact.

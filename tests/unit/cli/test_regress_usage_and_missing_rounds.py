@@ -13,7 +13,7 @@ import pytest
 from bad_input import Outcome
 from cli_run import run
 
-from abtest.engine.gate_rounds import rounds_of_two_runs
+from abtest.engine.regress_rounds import rounds_of_two_runs
 from abtest.errors import NO_VARIATION, UserError
 from abtest.report.verdict import describe, markdown_summary
 from abtest.stats import regression_decision

@@ -29,7 +29,7 @@ from calibration import draws, slack
 from coarse_data import rounds
 
 from abtest.config.playbook import load_playbook
-from abtest.engine.gate_rounds import decide, look_schedule
+from abtest.engine.regress_rounds import decide, look_schedule
 from abtest.stats import compare, overall_verdict
 from abtest.stats.gate_sim import gate_codes
 from abtest.stats.intervals import FloatArray

@@ -33,7 +33,7 @@ import pytest
 from calibration import draws, slack
 
 from abtest.config.playbook import load_playbook
-from abtest.engine.gate_rounds import decide, look_schedule
+from abtest.engine.regress_rounds import decide, look_schedule
 from abtest.stats import overall_verdict
 from abtest.stats.intervals import one_sample_t
 from abtest.stats.regression import classify, look_confidence
