@@ -61,11 +61,11 @@ def _add_requests(store: Store, run_id: str) -> None:
         )
 
 
-@pytest.fixture()
-def model(store: Store) -> ReportModel:
-    run_id = build_sweep(store)
-    _add_requests(store, run_id)
-    return build_model(store, run_id)
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    run_id = build_sweep(module_store)
+    _add_requests(module_store, run_id)
+    return build_model(module_store, run_id)
 
 
 def _rate(model: ReportModel, method: str, code: str, arm: str, size: int) -> float:

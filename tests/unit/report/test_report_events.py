@@ -43,11 +43,11 @@ def _add_events(store: Store, run_id: str) -> None:
         store.insert("events", {"round_id": rid, "reason": "Pulled", "count": size})  # type NULL
 
 
-@pytest.fixture()
-def model(store: Store) -> ReportModel:
-    run_id = build_sweep(store)
-    _add_events(store, run_id)
-    return build_model(store, run_id)
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    run_id = build_sweep(module_store)
+    _add_events(module_store, run_id)
+    return build_model(module_store, run_id)
 
 
 def _rate(model: ReportModel, reason: str, arm: str, size: int) -> float:

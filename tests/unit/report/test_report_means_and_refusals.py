@@ -22,9 +22,9 @@ from abtest.store.db import Store
 UNBALANCED = ("+ContainerCheckpoint", 50)  # the fixture's rejected round: 4 pairs of 5 blocks
 
 
-@pytest.fixture()
-def model(store: Store) -> ReportModel:
-    return build_model(store, build_sweep(store, SweepSpec()))
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    return build_model(module_store, build_sweep(module_store, SweepSpec()))
 
 
 def _comparison(model: ReportModel, arm: str, size: int, metric: str) -> Comparison:

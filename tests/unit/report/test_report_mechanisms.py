@@ -40,11 +40,11 @@ def _add_counters(store: Store, run_id: str) -> None:
         )  # fmt: skip
 
 
-@pytest.fixture()
-def model(store: Store) -> ReportModel:
-    run_id = build_sweep(store)
-    _add_counters(store, run_id)
-    return build_model(store, run_id)
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    run_id = build_sweep(module_store)
+    _add_counters(module_store, run_id)
+    return build_model(module_store, run_id)
 
 
 def test_counters_are_per_pod_medians_and_absent_where_the_build_has_none(

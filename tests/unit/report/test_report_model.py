@@ -27,10 +27,9 @@ def sweep(store: Store) -> tuple[Store, str]:
     return store, build_sweep(store)
 
 
-@pytest.fixture()
-def model(sweep: tuple[Store, str]) -> ReportModel:
-    store, run_id = sweep
-    return build_model(store, run_id)
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    return build_model(module_store, build_sweep(module_store))
 
 
 def _cell(model: ReportModel, arm: str, size: int, metric: str) -> ArmMetric:

@@ -32,9 +32,9 @@ EXTERNAL = re.compile(
 )
 
 
-@pytest.fixture()
-def model(store: Store) -> ReportModel:
-    return build_model(store, build_sweep(store))
+@pytest.fixture(scope="module")
+def model(module_store: Store) -> ReportModel:
+    return build_model(module_store, build_sweep(module_store))
 
 
 @pytest.fixture()
