@@ -49,6 +49,16 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
+@pytest.fixture(scope="module")
+def module_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """One results database for a module's read-only fixtures (the report tests' `model`): a
+    synthetic sweep's model takes about 4 s of CPU to build, and the tests that take it only
+    read it (a ReportModel is frozen), so a module builds it once instead of once per test."""
+    store = Store(tmp_path_factory.mktemp("module") / "results.sqlite")
+    yield store
+    store.close()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the user's results database."""

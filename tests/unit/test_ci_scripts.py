@@ -67,3 +67,36 @@ def test_the_probe_refuses_a_package_left_out() -> None:
     )
     assert result.returncode != 0
     assert "yaml is not in the build-only venv" in result.stderr
+
+
+def _lint_function() -> str:
+    text = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
+    found = re.search(r"^lint\(\) \{\n.*?^\}\n", text, re.M | re.S)
+    assert found, "scripts/test no longer defines lint()"
+    return found.group(0)
+
+
+def _run_timed_lint(tmp_path: Path, failing: str) -> subprocess.CompletedProcess[str]:
+    """scripts/test's lint() under `timed`, as the full tier calls it, with each tool a stub
+    that exits 0 but `failing`, which exits 3."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("ruff", "mypy", "lint-imports"):
+        stub = bin_dir / tool
+        stub.write_text(f"#!/bin/sh\nexit {3 if tool == failing else 0}\n", encoding="utf-8")
+        stub.chmod(0o755)
+    script = (
+        "set -euo pipefail\n"
+        f"source {ROOT / 'scripts' / 'times.sh'}\n"
+        f"{_lint_function()}"
+        'timed "lint and types" lint\n'
+    )
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+
+
+def test_the_full_tier_lint_step_fails_when_any_of_its_tools_fails(tmp_path: Path) -> None:
+    # mypy, not the last tool, is the one whose failure `timed`'s `|| rc=$?` once hid
+    for tool in ("ruff", "mypy", "lint-imports"):
+        run = _run_timed_lint(tmp_path / tool, failing=tool)
+        assert run.returncode != 0, f"lint passed with {tool} failing: {run.stderr}"
+    assert _run_timed_lint(tmp_path / "none", failing="").returncode == 0
