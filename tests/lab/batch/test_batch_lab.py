@@ -73,6 +73,10 @@ def test_twenty_pod_round_accepted_stored_and_recomputable(
             run_id=run_id,
             generator=Generator(observe_s=3.0),
             sandbox_count=node.sandbox_count,
+            # the cleanup `abtest batch` does: without it the round waits for the kubelet's
+            # sandbox GC (about a minute) and leaves the next test's baseline unsettled
+            reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
+            clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
         ),
     )
     assert result.accepted, result.reason
@@ -128,6 +132,8 @@ def test_missing_image_times_out_fails_acceptance_and_is_cleaned(
             workload=Workload(image="127.0.0.1:1/abtest-no-such-image:0.0.0"),
             generator=Generator(timeout_s=10.0, observe_s=1.0),
             sandbox_count=node.sandbox_count,
+            reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
+            clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
         ),
     )
     assert not result.accepted
@@ -159,7 +165,7 @@ def _expire_old_resource_versions() -> None:
 
 
 def test_watch_survives_drops_and_expired_resource_version(
-    cluster: Cluster, namespace: str, lab_profile: NodeProfile
+    cluster: Cluster, node: NodeSession, namespace: str, lab_profile: NodeProfile
 ) -> None:
     # resourceVersion "1" is compacted away (410 Gone -> re-list); a 1 s server-side timeout
     # ends the stream repeatedly (re-opened from the last resourceVersion).
@@ -174,6 +180,11 @@ def test_watch_survives_drops_and_expired_resource_version(
             generator=Generator(observe_s=2.5),
             scrape_metrics=False,
             watch_options=WatchOptions(server_timeout_s=1, start_resource_version="1"),
+            # cleaned as `abtest batch` cleans: stopped sandboxes left for the kubelet's GC
+            # held the next test's settled baseline up for ~20 s
+            sandbox_count=node.sandbox_count,
+            reap_sandboxes=lambda: node.remove_stopped_sandboxes(namespace),
+            clean_sandboxes=lambda tag: node.clean_round_sandboxes(namespace, tag),
         ),
     )
     assert result.watch_relisted >= 1
