@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from abtest.config.full_match import whole
 from abtest.errors import NodeError, UserError
 from abtest.node import remote_files as rf
+from abtest.node.file_digest import file_sha256
 from abtest.node.remote_files import ABSENT, MARKER_SUFFIX, ChangedUnderUs, Marker
 from abtest.node.session import NodeSession
 from abtest.store.journal import (
@@ -85,10 +86,9 @@ class KubeletBinary:
         return self.backup + MARKER_SUFFIX
 
     def _sha256(self, path: str) -> str | None:
-        res = self.session.run(["sha256sum", "--", path], timeout=60)
-        if not res.ok:
-            return None
-        return res.stdout.split()[0]
+        return file_sha256(
+            lambda argv: self.session.run(argv, timeout=60), path, self.session.digests
+        )
 
     def pending(self) -> JournalEntry | None:
         return self.journal.pending(self.profile.node_name, kind="binary")

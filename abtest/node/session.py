@@ -21,6 +21,7 @@ from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError, UserError
 from abtest.node import container_starts, runtimes
 from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result
+from abtest.node.file_digest import memo_for
 from abtest.node.ssh import Connection as SSHConnection
 from abtest.process.closing import Closing
 
@@ -190,6 +191,8 @@ class NodeSession(Closing):
         connection: Connection | None = None,
     ) -> None:
         self.profile = profile
+        # the digests of the node's files this process hashed (abtest.node.file_digest)
+        self.digests = memo_for(profile.node_name, profile.ssh)
         self.ssh: Connection = connection or SSHConnection(
             profile.ssh,
             accept_new_host_key=accept_new_host_key,
