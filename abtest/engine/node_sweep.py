@@ -157,13 +157,16 @@ class NodeSweep:
         gen = self.plan.playbook.generator
         cluster = self.kit.cluster(self.profile, pool_size=max(32, gen.concurrency + 8))
         self.preflight(cluster)
+        # The arms an earlier session of this run failed (--resume), read before the barrier:
+        # after it another node's fresh failures are in the same table, and a node that read
+        # them would skip arms it can run (seen under load: node-a skipped node-b's failures)
+        failed = failed_arms(self.store, self.run_id)
         if self.barrier is not None:
             self.barrier.arrive()
             while not self.barrier.open.wait(0.05):
                 self._boundary()  # another node's pre-flight failed, or a signal: stop here
         self.kit.ensure_namespace(cluster, self.plan.playbook.namespace)
         done = done_keys(self.store, self.run_id, self.profile.node_name)
-        failed = failed_arms(self.store, self.run_id)
         # a resumed visit restarts the kubelet, so its warm-up (if any) runs again
         todo = remaining(self.plan.schedule, done)
         with (

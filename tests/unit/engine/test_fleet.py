@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -390,6 +391,43 @@ def test_an_arm_skipped_on_one_node_is_named_with_its_node(store: Store) -> None
     assert result.status == "finished"
     reason = store.run_row(result.run_id)["stop_reason"]
     assert "on node-b" in reason and "node-a" not in reason, reason
+
+
+class _LateNodeA(FakeKit):
+    """node-a passes the pre-flight barrier and then waits until node-b has failed an arm
+    (the order one CI run under load took by chance) before it goes on."""
+
+    def __init__(self, store: Store, *nodes: FakeNode) -> None:
+        super().__init__(*nodes)
+        self.store = store
+
+    def ensure_namespace(self, cluster: Any, namespace: str) -> None:
+        super().ensure_namespace(cluster, namespace)
+        if cluster.node.name != "node-a":
+            return
+        mine = Store(self.store.location)  # this thread's own connection
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                runs = mine.query("SELECT id FROM runs")
+                if runs and mine.arms.failed(str(runs[0][0])):
+                    return
+                time.sleep(0.01)
+        finally:
+            mine.close()
+        raise AssertionError("node-b never failed an arm")
+
+
+def test_another_nodes_fresh_failure_never_skips_an_arm_here(store: Store) -> None:
+    plan = _fleet_plan("node-a", "node-b")
+    a = FakeNode("node-a")
+    b = FakeNode("node-b", failing={"kubeAPIQPS": "kubelet refused kubeAPIQPS"})
+    result = run_sweep(plan, store, SweepOptions(), lambda *_: None, kit=_LateNodeA(store, a, b))
+    assert result.status == "finished"
+    reason = store.run_row(result.run_id)["stop_reason"]
+    assert "node-a" not in reason, reason
+    every = {s.key for s in plan.schedule.slots}
+    assert done_keys(store, result.run_id, "node-a") == every
 
 
 def test_resume_after_a_failure_continues_every_node(store: Store) -> None:
