@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from abtest.app.regress import GateRequest
+from abtest.config.margin import check_margin
 from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
@@ -67,10 +68,20 @@ class GatePlanReport:
 
 def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) -> GatePlanReport:
     pb = load_playbook(req.playbook)
-    margin = pb.margin_pct if req.margin_pct is None else req.margin_pct
+    # the gate's own rules (issue 46: --plan took --margin -5, nan and 1000)
+    margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     confidence = pb.confidence if req.confidence is None else req.confidence
     first, cap = req.first_look or pb.rounds, req.max_rounds or pb.max_rounds
     look_schedule(first, cap)  # the same refusals as the gate
+    if cap > LARGEST_CAP:
+        # the plan simulates every block of thousands of gates: 10 000 blocks took minutes
+        raise UserError(
+            f"--max-rounds {cap}: a plan simulates every block up to the cap, and plans caps "
+            f"up to {LARGEST_CAP} blocks",
+            "--plan",
+            f"plan with --max-rounds {LARGEST_CAP} or less (a gate that needs more is "
+            "too noisy for its margin: a larger size, a quieter node or a wider margin)",
+        )
     metrics = list(req.metrics) or list(pb.metrics)
     sizes = list(req.sizes or pb.sizes)
     history, node_seconds = _history_and_time(req, sizes, first, cap)

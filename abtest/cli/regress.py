@@ -123,6 +123,12 @@ def regress(
         from abtest.app.regress_plan import describe_plan, plan_regress
 
         report = plan_regress(request, say)
+        for path, flag in ((junit, "--junit"), (summary, "--summary")):
+            if path is not None:  # a pipeline that keeps --junit must not read a stale file
+                err_console.print(
+                    f"note: --plan measures nothing: no {flag} file written ({path})",
+                    highlight=False,
+                )
         if live.json_out:
             print_json(report.to_dict())
         else:

@@ -247,6 +247,33 @@ def test_plan_says_when_the_data_are_coarse(tmp_path: Path, regress: Regress) ->
     assert "the normal model's rates" in proc.out  # 12 rounds: too few to simulate from
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--margin", "-5"], "negative"),
+        (["--margin", "nan"], "not a finite number"),
+        (["--margin", "1000"], "above 100 %"),
+        (["--max-rounds", "10000"], "plans caps up to 200 blocks"),
+    ],
+)
+def test_plan_checks_its_bounds_as_the_gate_does(
+    tmp_path: Path, regress: Regress, flags: list[str], says: str
+) -> None:
+    """Issue 46: --plan took --margin -5, nan and 1000, and ran for minutes at 10 000 blocks."""
+    pilot = _pilot(tmp_path / "pilot.csv", noise=0.05)
+    proc = regress("--plan", "--playbook", "lab-regression", "--csv", str(pilot),
+                   "--reference", "ref", "--candidate", "cand", *flags)  # fmt: skip
+    assert proc.code == 2 and says in proc.err and "Traceback" not in proc.err
+
+
+def test_plan_says_it_writes_no_junit(tmp_path: Path, regress: Regress) -> None:
+    pilot = _pilot(tmp_path / "pilot.csv", noise=0.05)
+    junit = tmp_path / "j.xml"
+    proc = regress("--plan", "--playbook", "lab-regression", "--csv", str(pilot),
+                   "--reference", "ref", "--candidate", "cand", "--junit", str(junit))  # fmt: skip
+    assert proc.code == 0 and "no --junit file written" in proc.err and not junit.exists()
+
+
 def test_plan_needs_a_node_or_a_pilot(regress: Regress) -> None:
     proc = regress("--plan")
     assert proc.code == 2 and "--plan needs the node" in proc.err
