@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 from calibration import draws, slack
 
+from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
 from abtest.stats.gate_sim import gate_codes
 
@@ -38,7 +39,7 @@ pytestmark = [
 ROUNDS = Path(__file__).resolve().parents[2] / "fixtures" / "lab" / "aa_rounds.csv"
 SIMS = draws(200_000, 10_000)
 LOOKS = look_schedule(lab_aa.ROUNDS, lab_aa.MAX_ROUNDS)
-MARGIN = 5.0  # lab-regression's margin_pct
+MARGIN = load_playbook("lab-regression").margin_pct
 
 
 def _wrong_fail(confidence: float, seed: int) -> float:
@@ -54,7 +55,7 @@ def test_the_rounds_are_the_lab_tests_shape() -> None:
     assert len(pool) == 144 and set(pool["arm"]) == {"reference", "candidate"}
     assert pool["batch_ready_s"].between(1.0, 4.0).all()
     assert (pool["p95_s"] <= pool["batch_ready_s"] + 1e-9).all()
-    assert LOOKS == [2, 4]
+    assert LOOKS == [2, 4] and MARGIN == 5.0
 
 
 def test_the_lab_aa_test_fails_by_chance_at_most_once_in_2000_runs() -> None:
