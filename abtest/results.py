@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from abtest.stats.compare import Comparison
-    from abtest.stats.gate import GateResult
+    from abtest.stats.regress_result import RegressResult
 
 
 # where `abtest report` writes by default (reports/RUN_ID/)
@@ -195,7 +195,7 @@ class Results:
         model = model_of(data, baseline=baseline, confidence=confidence)
         return list(model.comparisons)
 
-    def gate(
+    def regress(
         self,
         reference_run: str,
         candidate_run: str,
@@ -203,13 +203,13 @@ class Results:
         margin_pct: float = 5.0,
         metrics: tuple[str, ...] = ("batch_ready_s",),
         confidence: float = 0.95,
-    ) -> GateResult:
+    ) -> RegressResult:
         """The regression verdict of two stored runs on one node (``abtest regress
         --reference-run --candidate-run``): unpaired, since blocks of two runs do not pair."""
-        from abtest.engine.regress_rounds import gate_from_frame, rounds_of_two_runs
+        from abtest.engine.regress_rounds import regress_from_frame, rounds_of_two_runs
 
         frame = rounds_of_two_runs(self._store, reference_run, candidate_run)
-        return gate_from_frame(
+        return regress_from_frame(
             frame,
             reference="reference",
             candidate="candidate",
@@ -219,6 +219,9 @@ class Results:
             confidence=confidence,
             source=f"runs {reference_run} (reference) vs {candidate_run} (candidate)",
         )
+
+    # the name before "regress" meant the regression gate in new code; kept for scripts
+    gate = regress
 
     def snapshot(self) -> AbstractContextManager[None]:
         """Reads inside see one committed state of the database (a shared database may be

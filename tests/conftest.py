@@ -108,7 +108,7 @@ _SLOW_UNITS_FIRST = (
     "tests/unit/report/test_report_twoway.py",
     "tests/unit/stats/test_stats_phases.py",
     "tests/unit/store/test_store_postgres.py",
-    "tests/unit/stats/test_gate_plan_calibration.py",
+    "tests/unit/stats/test_regress_plan_calibration.py",
     "tests/unit/cli/test_startup_imports.py",
     "tests/unit/stats/test_stats_power.py",
 )

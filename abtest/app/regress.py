@@ -1,7 +1,7 @@
 """`abtest regress`'s use-case: one verdict from exactly one source of rounds (live on the
-nodes, two stored runs, or a rounds file), as :class:`~abtest.stats.gate.GateResult`.
+nodes, two stored runs, or a rounds file), as :class:`~abtest.stats.regress_result.RegressResult`.
 
-A program calls :func:`run_gate` with a :class:`GateRequest` exactly as the command does."""
+A program calls :func:`run_regress` with a :class:`RegressRequest` exactly as the command does."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from abtest.engine import regress_rounds
 from abtest.errors import AbtestError, UserError
 from abtest.ingest.rounds import RoundsSource, load_rounds
 from abtest.ingest.rounds_csv import require_metrics
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 from abtest.store.db import DbTarget, Store
 
 
 @dataclass(frozen=True)
-class GateRequest:
+class RegressRequest:
     """What to compare and how. Exactly one source: ``profiles`` (live), the two stored runs,
     or ``rounds`` (a CSV or another tool's runs). None means the playbook's value."""
 
@@ -43,7 +43,7 @@ class GateRequest:
     db: DbTarget = None
 
 
-def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
+def run_regress(req: RegressRequest, say: Callable[[str], None]) -> RegressResult:
     """The verdict. UserError for a bad request; a live measurement that fails for any other
     reason is :class:`~abtest.engine.regress_live.CouldNotMeasure` (exit 4)."""
     pb = load_playbook(req.playbook)
@@ -72,7 +72,7 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
         metrics = require_metrics(loaded.frame, metrics, loaded.source)
         for note in loaded.notes:
             say(f"note: {note}")
-        return regress_rounds.gate_from_frame(
+        return regress_rounds.regress_from_frame(
             loaded.frame,
             reference=req.reference,
             candidate=req.candidate,
@@ -87,7 +87,7 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
             raise UserError("give both --reference-run and --candidate-run", "abtest regress")
         with Store(req.db) as store:
             frame = regress_rounds.rounds_of_two_runs(store, req.reference_run, req.candidate_run)
-        return regress_rounds.gate_from_frame(
+        return regress_rounds.regress_from_frame(
             frame,
             reference="reference",
             candidate="candidate",
@@ -100,9 +100,9 @@ def run_gate(req: GateRequest, say: Callable[[str], None]) -> GateResult:
     # Imported only for a live gate: the node and cluster layers (paramiko, the Kubernetes
     # client) cost the file and stored-run gates seconds of start-up.
     from abtest.app.profiles import load_profiles
-    from abtest.engine.regress_live import CouldNotMeasure, LiveGateOptions, run_live
+    from abtest.engine.regress_live import CouldNotMeasure, LiveRegressOptions, run_live
 
-    live = LiveGateOptions(
+    live = LiveRegressOptions(
         profile=req.profiles[0],
         profiles=req.profiles,
         playbook=pb,

@@ -1,6 +1,6 @@
 """`abtest regress --plan`: before anything runs, how often this gate PASSes an unchanged
 candidate and FAILs one slower by twice the margin, its blocks and node time, and, when the cap
-cannot reach the target, the cap or margin that would (``abtest.stats.gate_plan``).
+cannot reach the target, the cap or margin that would (``abtest.stats.regress_plan``).
 
 Noise comes from the node's earlier runs in the results database (live: the profile's node),
 from a pilot (the rounds file given with --csv/--kube-burner/--clusterloader2), or the stated
@@ -16,22 +16,28 @@ from typing import Any
 
 import pandas as pd
 
-from abtest.app.regress import GateRequest
+from abtest.app.regress import RegressRequest
 from abtest.config.margin import check_margin
 from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
-from abtest.stats.gate_plan import LARGEST_CAP, NODE_LARGEST_CAP, TARGET, GatePlan, plan_gate
 from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
+from abtest.stats.regress_plan import (
+    LARGEST_CAP,
+    NODE_LARGEST_CAP,
+    TARGET,
+    RegressPlan,
+    simulated_plan,
+)
 from abtest.stats.resolution import grid_step
 from abtest.stats.round_model import RoundModel, round_model
 from abtest.store.db import Store
 
 
 @dataclass(frozen=True)
-class GatePlanReport:
-    plan: GatePlan
+class RegressPlanReport:
+    plan: RegressPlan
     noises: tuple[Noise, ...]
     node_seconds_first_look: float | None  # None without a node profile (a pilot file)
     node_seconds_cap: float | None
@@ -66,7 +72,9 @@ class GatePlanReport:
         }
 
 
-def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) -> GatePlanReport:
+def plan_regress(
+    req: RegressRequest, say: Callable[[str], None] = lambda _: None
+) -> RegressPlanReport:
     pb = load_playbook(req.playbook)
     # the gate's own rules (issue 46: --plan took --margin -5, nan and 1000)
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
@@ -95,7 +103,7 @@ def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) 
             f"noise of {n.metric} at {n.size} pods: paired log SD {n.sd_log_diff:.3f} "
             f"({n.source}); rates from {how}"
         )
-    plan = plan_gate(
+    plan = simulated_plan(
         [n.sd_log_diff for n in noises],
         first_look=first,
         cap=cap,
@@ -104,7 +112,7 @@ def plan_regress(req: GateRequest, say: Callable[[str], None] = lambda _: None) 
         target=TARGET,
         models=models,
     )
-    return GatePlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
+    return RegressPlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
 
 
 def _coarse(history: pd.DataFrame | None, metrics: list[str], sizes: list[int]) -> tuple[str, ...]:
@@ -140,7 +148,7 @@ def _model(
 
 
 def _history_and_time(
-    req: GateRequest, sizes: list[int], first: int, cap: int
+    req: RegressRequest, sizes: list[int], first: int, cap: int
 ) -> tuple[pd.DataFrame | None, tuple[float | None, float | None]]:
     if req.rounds.given:  # a pilot: its own rounds are the noise, one group
         frame = load_rounds(req.rounds).frame
@@ -157,12 +165,12 @@ def _history_and_time(
     # the node and cluster layers only for a live plan, as for a live gate
     from abtest.app.profiles import load_profiles
     from abtest.engine.prior_runs import node_history, noise_history
-    from abtest.engine.regress_live import LiveGateOptions, build_gate_plan
+    from abtest.engine.regress_live import LiveRegressOptions, build_regress_plan
     from abtest.engine.sweep_plan import node_estimates
 
     nodes = load_profiles(req.profiles, req.kubeconfig, req.context)
     pb = load_playbook(req.playbook)
-    live = LiveGateOptions(
+    live = LiveRegressOptions(
         profile=req.profiles[0], profiles=req.profiles, playbook=pb,
         reference=req.reference or "default", candidate=req.candidate or "default",
         sizes=tuple(sizes), metrics=(), margin_pct=0.0, confidence=0.95, rounds=first,
@@ -173,12 +181,12 @@ def _history_and_time(
         past = {n.node_name: node_history(store, n.node_name, tuple(sizes)) for n in nodes}
     seconds = []
     for blocks in (first, cap):
-        estimates = node_estimates(build_gate_plan(live, blocks), past)
+        estimates = node_estimates(build_regress_plan(live, blocks), past)
         seconds.append(max(e.seconds for _, e in estimates))
     return history, (seconds[0], seconds[1])
 
 
-def describe_plan(r: GatePlanReport) -> str:
+def describe_plan(r: RegressPlanReport) -> str:
     p = r.plan
     looks = "/".join(map(str, p.looks))
     lines = [

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from abtest.app.regress import GateRequest, run_gate
+from abtest.app.regress import RegressRequest, run_regress
 from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli import sources as s
@@ -21,7 +21,7 @@ from abtest.config.paths import write_output
 from abtest.errors import UserError
 from abtest.ingest.rounds import RoundsSource
 from abtest.report.verdict import describe, junit_xml, markdown_summary
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 
 
 @s.OTHER_TOOLS.into("tools")
@@ -101,7 +101,7 @@ def regress(
     placed in the profile's kubelet.builds_dir, e.g. by `abtest lab kubelets v1.35.4`) and/or
     `featureGates.X=true`, `kubeAPIQPS=5`, ...; `default` is the node as it is. Every binary is
     read before anything changes: its version (the skew policy) and the gates it knows."""
-    request = GateRequest(
+    request = RegressRequest(
         playbook=playbook,
         reference=reference,
         candidate=candidate,
@@ -134,12 +134,12 @@ def regress(
         else:
             echo(describe_plan(report), nl=False)
         raise typer.Exit(0)
-    result = run_gate(request, say=say)
+    result = run_regress(request, say=say)
     _emit(result, junit, summary, live.json_out)
     raise typer.Exit(result.exit_code)
 
 
-def _emit(result: GateResult, junit: Path | None, summary: Path | None, json_out: bool) -> None:
+def _emit(result: RegressResult, junit: Path | None, summary: Path | None, json_out: bool) -> None:
     """The verdict first, then the files: a report path that cannot be written is one error
     line, and the exit code stays the verdict's (exit 1 means FAIL to a pipeline, and a typo
     in --junit must not read as a kubelet regression)."""

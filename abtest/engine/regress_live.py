@@ -30,7 +30,7 @@ from abtest.errors import AbtestError, UserError
 from abtest.node.binary import check_path
 from abtest.node.kubelet_config import parse_set_option
 from abtest.stats import overall_verdict
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 from abtest.store.db import Store
 
 
@@ -68,7 +68,7 @@ class NodeState:
 
 
 @dataclass(frozen=True)
-class LiveGateOptions:
+class LiveRegressOptions:
     profile: str
     playbook: Playbook
     reference: str
@@ -118,7 +118,7 @@ def parse_spec(spec: str, flag: str) -> NodeState:
     return NodeState(binary, tuple(settings))
 
 
-def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
+def build_regress_plan(opts: LiveRegressOptions, blocks: int) -> SweepPlan:
     ref, cand = parse_spec(opts.reference, "--reference"), parse_spec(opts.candidate, "--candidate")
     if (ref.binary, dict(ref.settings)) == (cand.binary, dict(cand.settings)):
         # Measuring one node state against itself is no gate (issue 11 item 11).
@@ -168,10 +168,10 @@ def build_gate_plan(opts: LiveGateOptions, blocks: int) -> SweepPlan:
 
 
 def run_live(
-    opts: LiveGateOptions, store: Store, say: Callable[[str], None], kit: NodeKit | None = None
-) -> GateResult:
+    opts: LiveRegressOptions, store: Store, say: Callable[[str], None], kit: NodeKit | None = None
+) -> RegressResult:
     looks = look_schedule(opts.rounds, opts.max_rounds)
-    plan = build_gate_plan(opts, looks[-1])
+    plan = build_regress_plan(opts, looks[-1])
     sweep_opts = SweepOptions(kind="regress", accept_new_host_key=opts.accept_new_host_key)
 
     def emit(kind: str, data: dict[str, Any]) -> None:
@@ -211,7 +211,7 @@ def run_live(
         )
         verdict = overall_verdict(decisions)
         if verdict != "INCONCLUSIVE" or number == len(looks):
-            return GateResult(
+            return RegressResult(
                 decisions,
                 verdict,
                 number,

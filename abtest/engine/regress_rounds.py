@@ -15,7 +15,7 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats import Decision, overall_verdict, regression_decision
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 from abtest.store.db import Store
 
 
@@ -77,7 +77,7 @@ def decide(
     return tuple(out)
 
 
-def gate_from_frame(
+def regress_from_frame(
     rounds: pd.DataFrame,
     *,
     reference: str,
@@ -87,7 +87,7 @@ def gate_from_frame(
     margin_pct: float,
     confidence: float,
     source: str,
-) -> GateResult:
+) -> RegressResult:
     chosen = sizes or sorted({int(s) for s in rounds["size"]})
     decisions = decide(
         rounds,
@@ -99,7 +99,7 @@ def gate_from_frame(
         confidence=confidence,
     )
     blocks = int(rounds["block"].nunique()) if "block" in rounds.columns else 0
-    return GateResult(decisions, overall_verdict(decisions), 1, 1, blocks, source)
+    return RegressResult(decisions, overall_verdict(decisions), 1, 1, blocks, source)
 
 
 def analysable_rounds(store: Store, run_id: str) -> pd.DataFrame:

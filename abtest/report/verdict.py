@@ -15,7 +15,7 @@ from abtest.errors import NO_VARIATION
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats import Decision
-    from abtest.stats.gate import GateResult
+    from abtest.stats.regress_result import RegressResult
 
 
 METRIC_NAMES = {
@@ -36,7 +36,7 @@ def _ci(d: Decision) -> str:
     return f"[{lo:+.1f} %, {hi:+.1f} %]"
 
 
-def _family(result: GateResult) -> int:
+def _family(result: RegressResult) -> int:
     return max((d.decisions for d in result.decisions), default=len(result.decisions))
 
 
@@ -93,7 +93,7 @@ def describe(d: Decision) -> str:
     )
 
 
-def junit_xml(result: GateResult) -> str:
+def junit_xml(result: RegressResult) -> str:
     suite = ET.Element(
         "testsuite",
         name="abtest regress",
@@ -126,7 +126,7 @@ def junit_xml(result: GateResult) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def markdown_summary(result: GateResult) -> str:
+def markdown_summary(result: RegressResult) -> str:
     icon = {"PASS": "✅", "FAIL": "❌", "INCONCLUSIVE": "⚠️"}
     lines = [
         f"## abtest regress: {icon[result.verdict]} {result.verdict}",

@@ -1,7 +1,7 @@
 """Whole bisections simulated, vectorized: how often `abtest bisect` names the right build.
 
 Each simulated search runs the rules of :mod:`abtest.stats.bisect` and the regression gate's
-own vectorized verdict (:func:`abtest.stats.gate_sim.gate_outcome`) on simulated rounds: the
+own vectorized verdict (:func:`abtest.stats.regress_sim.regress_outcome`) on simulated rounds: the
 endpoint confirmation, then each step's middle build against its two ends, looking at the
 planned block counts and stopping at the first decided look. Builds from ``culprit`` on are
 ``step_pct`` slower (``culprit=None``: no step at all). Round times are log-normal around
@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from abtest.stats import bisect as b
-from abtest.stats.gate_sim import gate_outcome
 from abtest.stats.intervals import FloatArray
+from abtest.stats.regress_sim import regress_outcome
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def simulate(
     )
     ends = np.broadcast_to(level[[0, builds - 1]], (sims, 2))
     cells = _rounds(rng, np.asarray(ends), looks[-1], noise)
-    codes, spent = gate_outcome(cells[:, None, :, :], looks, confidence, margin_pct)
+    codes, spent = regress_outcome(cells[:, None, :, :], looks, confidence, margin_pct)
     confirmed = codes == 2
     rounds = spent * 2.0
     low: npt.NDArray[np.int64] = np.zeros(sims, dtype=np.int64)

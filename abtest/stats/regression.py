@@ -31,7 +31,7 @@ intervals' misses; it cannot repair an interval that misses more than it says. T
 t-interval keeps its level only when per-block log ratios are close to normal; on whole-second
 data at 3-6 blocks it did not (the plain t wrongly FAILed 3.96 % of ``lab-regression`` gates,
 issue 37), so coarse data get the resolution-aware interval of ``abtest.stats.resolution``. Measured
-(``tests/unit/stats/test_stats_gate_calibration.py``, ``test_coarse_calibration.py``): wrong
+(``tests/unit/stats/test_regress_calibration.py``, ``test_coarse_calibration.py``): wrong
 FAIL and wrong PASS <= 2.5 % on normal, whole-second, tick-aligned (exact, and with 20 ms of
 jitter) and relist-shaped data at looks of 3, 4, 6 and 3/6/9 blocks; heavier tails or data
 coarser still are not covered by it, nor whole-second-ish rounds that all sit within

@@ -164,9 +164,11 @@ def test_comparisons_are_the_reports_dataclasses(db: Path, tmp_path: Path) -> No
     assert same[0]["pct_ci"] == pytest.approx(list(c.pct_ci))
 
 
-def test_gate_of_two_stored_runs_and_to_dict(db: Path) -> None:
+def test_regress_of_two_stored_runs_and_to_dict(db: Path) -> None:
     with abtest.open_results(db) as res:
-        result = res.gate("sweep-2", "sweep-1", margin_pct=5.0)
+        result = res.regress("sweep-2", "sweep-1", margin_pct=5.0)
+        old_name = res.gate("sweep-2", "sweep-1", margin_pct=5.0)  # scripts written before
+    assert old_name.to_dict() == result.to_dict()
     assert result.source.startswith("runs sweep-2")
     assert result.decisions[0].n_pairs == 0  # two runs: unpaired
     as_dict = result.to_dict()

@@ -160,13 +160,13 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(
 ) -> None:
     import json
 
-    from abtest.app.regress import GateRequest, run_gate
+    from abtest.app.regress import RegressRequest, run_regress
     from abtest.ingest.rounds import RoundsSource
 
     data = _rounds_csv(tmp_path / "rounds.csv")
     said: list[str] = []
-    result = run_gate(
-        GateRequest(
+    result = run_regress(
+        RegressRequest(
             reference="ref",
             candidate="cand",
             rounds=RoundsSource(csv=data),
@@ -187,13 +187,13 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(
 
 
 def test_regress_source_choice_is_the_use_cases() -> None:
-    from abtest.app.regress import GateRequest, run_gate
+    from abtest.app.regress import RegressRequest, run_regress
     from abtest.errors import UserError
 
     with pytest.raises(UserError, match="choose one source"):
-        run_gate(GateRequest(), say=print)
+        run_regress(RegressRequest(), say=print)
     with pytest.raises(UserError, match="both --reference-run and --candidate-run"):
-        run_gate(GateRequest(reference_run="a"), say=print)
+        run_regress(RegressRequest(reference_run="a"), say=print)
 
 
 def test_arm_means_per_size_with_change_vs_baseline() -> None:

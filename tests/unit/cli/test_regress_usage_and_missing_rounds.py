@@ -17,7 +17,7 @@ from abtest.engine.regress_rounds import rounds_of_two_runs
 from abtest.errors import NO_VARIATION, UserError
 from abtest.report.verdict import describe, markdown_summary
 from abtest.stats import regression_decision
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 from abtest.store.db import Store
 
 REF = [4.00, 4.32, 3.80, 4.12, 3.88, 4.20]
@@ -142,7 +142,7 @@ def test_text_gives_the_real_reason_for_no_interval() -> None:
     assert "too few" in describe(small) or "fewer than 2" in describe(small)
     assert "no variation" not in describe(small)
     assert "no variation" in describe(flat) and "n too small" not in describe(flat)
-    summary = markdown_summary(GateResult((small, flat), "INCONCLUSIVE", 1, 1, 2, "test"))
+    summary = markdown_summary(RegressResult((small, flat), "INCONCLUSIVE", 1, 1, 2, "test"))
     assert "no variation" in summary and "fewer than 2" in summary
 
 
@@ -175,10 +175,10 @@ def test_empty_cell_in_a_metric_not_asked_for_is_fine(tmp_path: Path, regress: R
 
 def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
     from abtest.config.playbook import load_playbook
-    from abtest.engine.regress_live import LiveGateOptions, build_gate_plan
+    from abtest.engine.regress_live import LiveRegressOptions, build_regress_plan
 
-    def options(reference: str, candidate: str) -> LiveGateOptions:
-        return LiveGateOptions(
+    def options(reference: str, candidate: str) -> LiveRegressOptions:
+        return LiveRegressOptions(
             profile="lab",
             playbook=load_playbook("lab-regression"),
             reference=reference,
@@ -197,7 +197,7 @@ def test_live_gate_refuses_the_same_node_state_on_both_sides() -> None:
         ("kubeAPIQPS=3,featureGates.X=true", "featureGates.X=true, kubeAPIQPS=3"),
     ):
         with pytest.raises(UserError, match="same node state") as err:
-            build_gate_plan(options(reference, candidate), 3)
+            build_regress_plan(options(reference, candidate), 3)
         assert "--candidate" in err.value.one_line()
 
 

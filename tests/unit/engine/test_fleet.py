@@ -538,11 +538,11 @@ def test_regress_with_two_profiles_takes_blocks_from_both_nodes_and_gives_one_ve
     store: Store,
 ) -> None:
     from abtest.config.playbook import load_playbook
-    from abtest.engine.regress_live import LiveGateOptions, run_live
+    from abtest.engine.regress_live import LiveRegressOptions, run_live
 
     profiles = _fleet_plan("node-a", "node-b").profiles
     a, b = FakeNode("node-a"), FakeNode("node-b")
-    opts = LiveGateOptions(
+    opts = LiveRegressOptions(
         profile="node-a",
         profiles=("node-a", "node-b"),
         nodes=profiles,

@@ -292,11 +292,11 @@ def test_regress_says_why_an_arm_could_not_be_applied(monkeypatch: pytest.Monkey
         "binary (healthy 1.2 s later)\n--- kubelet log, last lines ---\nunknown flag"
     )
     outcome = NodeOutcome("abtest-lab", "finished", failed_arms={"candidate": why})
-    monkeypatch.setattr(regress_live, "build_gate_plan", lambda opts, blocks: None)
+    monkeypatch.setattr(regress_live, "build_regress_plan", lambda opts, blocks: None)
     monkeypatch.setattr(
         regress_live, "run_sweep", lambda *a, **k: SweepResult("run-1", "finished", [outcome], 1.0)
     )
-    opts = regress_live.LiveGateOptions(
+    opts = regress_live.LiveRegressOptions(
         profile="lab",
         playbook=None,  # type: ignore[arg-type]
         reference="default",

@@ -17,7 +17,7 @@ from abtest.report.fmt import num
 from abtest.report.tidy import to_json
 from abtest.report.verdict import describe, markdown_summary
 from abtest.stats import regression_decision
-from abtest.stats.gate import GateResult
+from abtest.stats.regress_result import RegressResult
 from abtest.store.db import Store
 
 ARM, SIZE, METRIC = "+ContainerCheckpoint", 50, "batch_ready_s"
@@ -83,7 +83,7 @@ def test_every_figure_beside_an_interval_comes_from_the_intervals_rounds(store: 
         f"all rounds (not the interval's): candidate {d.candidate_mean:.3f} s vs reference "
         f"{d.reference_mean:.3f} s" in text
     )
-    result = GateResult(
+    result = RegressResult(
         verdict=d.verdict, source="test", run_id=None, looks=1, max_looks=1, blocks=5,
         decisions=(d,),
     )  # fmt: skip
@@ -101,7 +101,7 @@ def test_the_gate_shows_its_sensitivity_as_such_not_as_a_bound(store: Store) -> 
     )
     assert d.slowdown_ci is not None and d.mde_pct > 0
     assert f"this look could detect {d.mde_pct:.1f} % (80 % power)" in describe(d)
-    result = GateResult(
+    result = RegressResult(
         verdict=d.verdict, source="test", run_id=None, looks=1, max_looks=1, blocks=5,
         decisions=(d,),
     )  # fmt: skip

@@ -3,7 +3,7 @@
 Whole seconds make the per-block log ratios of 3-6 blocks nearly identical, and the plain
 t-interval came out falsely narrow. ``abtest.stats.resolution`` floors the SD at the rounding's
 and refuses where the values vary too little against the step. Measured here, through the
-functions ``compare`` and ``regress`` run (``paired_coarse``, ``grid_step``, ``gate_codes``),
+functions ``compare`` and ``regress`` run (``paired_coarse``, ``grid_step``, ``regress_codes``),
 seeded, 20 000 simulated experiments per case under ``scripts/test --calibration`` (the figures
 here), 6 000 in the fast tier (the bound beside each assertion): a 5.5 s batch, 8 % round noise,
 5 % block drift.
@@ -31,8 +31,8 @@ from coarse_data import rounds
 from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import decide, look_schedule
 from abtest.stats import compare, overall_verdict
-from abtest.stats.gate_sim import gate_codes
 from abtest.stats.intervals import FloatArray
+from abtest.stats.regress_sim import regress_codes
 from abtest.stats.resolution import grid_step, paired_coarse
 
 pytestmark = pytest.mark.calibration
@@ -107,7 +107,7 @@ def _gate(mode: str, looks: list[int], truths: list[float], seed: int) -> FloatA
         decisions=len(truths),
         mode=mode,
     )
-    return gate_codes(cells, looks, LAB.confidence, LAB.margin_pct)
+    return regress_codes(cells, looks, LAB.confidence, LAB.margin_pct)
 
 
 GATES = [
@@ -137,8 +137,8 @@ def test_coarse_gate_wrong_fail_and_wrong_pass_within_alpha_over_two(
 def test_the_plain_t_broke_the_lab_regression_promise_on_whole_seconds() -> None:
     cells = rounds(np.random.default_rng(509), sims=SIMS, blocks=9, truth_pct=[5.0, 5.0],
                    decisions=2)  # fmt: skip
-    plain = gate_codes(cells, LAB_LOOKS, 0.95, 5.0, resolution_aware=False)
-    aware = gate_codes(cells, LAB_LOOKS, 0.95, 5.0)
+    plain = regress_codes(cells, LAB_LOOKS, 0.95, 5.0, resolution_aware=False)
+    aware = regress_codes(cells, LAB_LOOKS, 0.95, 5.0)
     print(f"whole seconds, looks 3/6/9: plain t wrong FAIL {np.mean(plain == 2):.2%}, "
           f"resolution-aware {np.mean(aware == 2):.2%}")  # fmt: skip
     # 3.96 % and 0.84 % measured; at 6 000 gates +-0.8 and +-0.4 pts (3 sigma): apart from 2.5 %
@@ -153,11 +153,11 @@ def test_whole_seconds_with_jitter_are_on_a_grid_for_the_gate() -> None:
                    decisions=2, mode="tickish")  # fmt: skip
     hinge = rounds(np.random.default_rng(609), sims=SIMS, blocks=9, truth_pct=[5.0, -15.0],
                    decisions=2, mode="tickish")  # fmt: skip
-    plain = gate_codes(cells, LAB_LOOKS, 0.95, 5.0, resolution_aware=False)
-    aware = gate_codes(cells, LAB_LOOKS, 0.95, 5.0)
+    plain = regress_codes(cells, LAB_LOOKS, 0.95, 5.0, resolution_aware=False)
+    aware = regress_codes(cells, LAB_LOOKS, 0.95, 5.0)
     plain_pass = max(
         float(np.mean(plain == 0)),
-        float(np.mean(gate_codes(hinge, LAB_LOOKS, 0.95, 5.0, resolution_aware=False) == 0)),
+        float(np.mean(regress_codes(hinge, LAB_LOOKS, 0.95, 5.0, resolution_aware=False) == 0)),
     )
     print(f"whole-second-ish, looks 3/6/9: plain t wrong FAIL {np.mean(plain == 2):.2%}, "
           f"wrong PASS {plain_pass:.2%}; resolution-aware wrong FAIL "
@@ -180,8 +180,8 @@ def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
             for seed, truth in ((500, [5.0, 5.0]), (600, [5.0, -15.0]))
         )  # fmt: skip
         wrong = max(
-            float(np.mean(gate_codes(at, LAB_LOOKS, 0.95, 5.0) == 0)),
-            float(np.mean(gate_codes(hinge, LAB_LOOKS, 0.95, 5.0) == 0)),
+            float(np.mean(regress_codes(at, LAB_LOOKS, 0.95, 5.0) == 0)),
+            float(np.mean(regress_codes(hinge, LAB_LOOKS, 0.95, 5.0) == 0)),
         )
         print(f"whole-second-ish at {noise:.1%} noise, looks 3/6/9: wrong PASS {wrong:.2%}")
         rates.append(wrong)
@@ -217,7 +217,7 @@ def test_the_lab_regression_playbook_is_what_this_file_describes() -> None:
 
 def test_decide_on_frames_gives_the_simulated_verdicts() -> None:
     """``decide`` + ``overall_verdict`` on real frames of whole-second rounds agree with
-    ``gate_codes`` look by look, so the rates above are the gate's."""
+    ``regress_codes`` look by look, so the rates above are the gate's."""
     # 40 gates under --calibration, 15 in the fast tier: a disagreement on a share q of gates
     # goes unseen with probability (1 - q)^n, at 15 gates under 5 % for q >= 18 % (40: 7 %)
     cells = rounds(np.random.default_rng(7), sims=draws(40, 15), blocks=9, truth_pct=[5.0, 5.0],
@@ -238,7 +238,7 @@ def test_decide_on_frames_gives_the_simulated_verdicts() -> None:
                 metrics=metrics, margin_pct=LAB.margin_pct, confidence=LAB.confidence,
                 look=look, max_looks=len(LAB_LOOKS),
             )  # fmt: skip
-            expected = gate_codes(cells[gate : gate + 1], [blocks], 1 - 0.05 / 3, 5.0)
+            expected = regress_codes(cells[gate : gate + 1], [blocks], 1 - 0.05 / 3, 5.0)
             # one look of a 3-look family at 1 - 0.05 / 3 is this look of the planned three
             assert overall_verdict(decisions) == names[int(expected[0])]
 

@@ -9,7 +9,7 @@ binary=<copy of the kubelet> --rounds 8 --max-rounds 8``, rounds read from the r
 
 Each simulated gate draws every block's two rounds, both metrics together, from those rounds
 (an A/A: both arms from one population, the metrics' correlation kept) and runs the gate's own
-rule (``gate_codes``) at the lab test's looks. The regress test in CI once FAILed such an A/A
+rule (``regress_codes``) at the lab test's looks. The regress test in CI once FAILed such an A/A
 at the playbook's 0.95; these are the rates behind the confidence it now uses
 (``tests/lab_aa.py``). Seeded; 200 000 gates under ``scripts/test --calibration``, 10 000 in
 the fast tier (the bound beside each assertion).
@@ -27,7 +27,7 @@ from calibration import draws, slack
 
 from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
-from abtest.stats.gate_sim import gate_codes
+from abtest.stats.regress_sim import regress_codes
 
 pytestmark = [
     pytest.mark.calibration,
@@ -47,7 +47,7 @@ def _wrong_fail(confidence: float, seed: int) -> float:
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(pool), size=(SIMS, LOOKS[-1], 2))
     cells = np.moveaxis(pool[picks], 3, 1)  # (gates, metric, block, arm)
-    return float(np.mean(gate_codes(cells, LOOKS, confidence, MARGIN) == 2))
+    return float(np.mean(regress_codes(cells, LOOKS, confidence, MARGIN) == 2))
 
 
 def test_the_rounds_are_the_lab_tests_shape() -> None:

@@ -3,7 +3,7 @@ an unchanged candidate PASSes and how often a clearly slower one FAILs, with the
 
 Why a simulation. The gate's verdict is the worst of several decisions over several looks with
 Bonferroni-spent intervals; its PASS rate has no closed form. So the plan simulates the gate
-(``gate_codes``, the very rule the gate runs) on per-block log ratios that are normal with the
+(``regress_codes``, the very rule the gate runs) on per-block log ratios that are normal with the
 node's paired SD (``abtest.stats.power``'s noise from history, or its stated default), the
 decisions independent (the lowest PASS rate for a given noise: correlated metrics PASS
 together more often, so the plan errs on the safe side).
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abtest.stats.gate_sim import gate_outcome
 from abtest.stats.intervals import FloatArray
+from abtest.stats.regress_sim import regress_outcome
 from abtest.stats.round_model import Draws, RoundModel, draws, simulate
 
 TARGET = 0.80
@@ -40,7 +40,7 @@ SEARCH_SIMULATIONS = 1_000
 
 
 @dataclass(frozen=True)
-class GatePlan:
+class RegressPlan:
     looks: tuple[int, ...]
     margin_pct: float
     confidence: float
@@ -63,7 +63,7 @@ class GatePlan:
 
 
 def look_blocks(first: int, cap: int) -> tuple[int, ...]:
-    """The gate's looks (``abtest.engine.gate_rounds.look_schedule``, restated: stats imports
+    """The gate's looks (``abtest.engine.regress_rounds.look_schedule``, restated: stats imports
     no engine): first, 2 x first, ... capped at cap."""
     looks = [first * k for k in range(1, math.ceil(cap / first) + 1)]
     looks[-1] = min(looks[-1], cap)
@@ -126,14 +126,14 @@ def _rates(
     """(P(PASS | unchanged), P(FAIL | 2 x margin), mean blocks when unchanged)."""
     out = []
     for truth, wanted in ((0.0, 0), (math.log1p(2.0 * margin_pct / 100.0), 2)):
-        codes, spent = gate_outcome(
+        codes, spent = regress_outcome(
             cells(truth, looks[-1]), looks, confidence, margin_pct, on_ticks
         )
         out.append((float(np.mean(codes == wanted)), float(spent.mean())))
     return out[0][0], out[1][0], out[0][1]
 
 
-def plan_gate(
+def simulated_plan(
     sd_log_diffs: Sequence[float],
     *,
     first_look: int,
@@ -145,7 +145,7 @@ def plan_gate(
     seed: int = 37,
     search: bool = True,
     models: Sequence[RoundModel | None] = (),
-) -> GatePlan:
+) -> RegressPlan:
     """The gate's two rates for these noises and looks, and, when they fall short of
     ``target`` (and ``search``), the cap and the margin that would reach it. A decision with a
     model in ``models`` is simulated from the node's rounds, the others from a normal model."""
@@ -162,7 +162,7 @@ def plan_gate(
         few = _Search(noise.head(sims), confidence, target, noise.on_ticks)
         cap_would = _cap_that_would(few, first_look, cap, largest, margin_pct)
         margin_would = _margin_that_would(few, looks)
-    return GatePlan(
+    return RegressPlan(
         looks, margin_pct, confidence, tuple(sd_log_diffs), passed, failed, spent, target,
         cap_would, margin_would, tuple(m.source if m else "normal model" for m in noise.models),
     )  # fmt: skip

@@ -21,7 +21,7 @@ from abtest.stats.resolution import grid_step, paired_coarse
 SLOWDOWN = np.array([-1.0, 1.0])  # log candidate - log reference; cells are (reference, cand.)
 
 
-def gate_codes(
+def regress_codes(
     cells: FloatArray,
     looks: Sequence[int],
     confidence: float,
@@ -35,17 +35,17 @@ def gate_codes(
     least ``looks[-1]`` blocks. ``resolution_aware=False`` is the plain t-interval (what the
     gate ran before issue 37, and all that continuous simulated data need).
     """
-    return gate_outcome(cells, looks, confidence, margin_pct, resolution_aware)[0]
+    return regress_outcome(cells, looks, confidence, margin_pct, resolution_aware)[0]
 
 
-def gate_outcome(
+def regress_outcome(
     cells: FloatArray,
     looks: Sequence[int],
     confidence: float,
     margin_pct: float,
     resolution_aware: bool = True,
 ) -> tuple[FloatArray, FloatArray]:
-    """``gate_codes`` and the blocks each gate measured (it stops at its first decided look)."""
+    """``regress_codes`` and the blocks each gate measured (it stops at its first decided look)."""
     gates, decisions = cells.shape[0], cells.shape[1]
     level = look_confidence(confidence, len(looks), decisions)
     final: FloatArray = np.ones(gates)

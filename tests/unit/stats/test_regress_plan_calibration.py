@@ -1,7 +1,7 @@
 """Calibration of the regression gate's plan (issue 37 §1): `regress --plan` says how often an
 unchanged candidate PASSes and one slower by twice the margin FAILs; the gate run on such data
 does that, to within 2 points, on data whose per-block log ratios are normal (8 000 simulated
-gates per case through ``gate_codes``, the gate's own rule; seeded). Where the plan says the cap
+gates per case through ``regress_codes``, the gate's own rule; seeded). Where the plan says the cap
 cannot reach the target, the cap it names does. On relist-shaped and whole-second data the plan
 from a normal model over-promises the FAIL rate; planned from the node's own rounds (issue 37
 §4, ``round_model``) it is near the gate's; both measured and printed here, and stated in
@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from coarse_data import history, rounds
 
-from abtest.stats.gate_plan import look_blocks, plan_gate
-from abtest.stats.gate_sim import gate_codes
 from abtest.stats.intervals import FloatArray
 from abtest.stats.power import noise_from_history
+from abtest.stats.regress_plan import look_blocks, simulated_plan
+from abtest.stats.regress_sim import regress_codes
 from abtest.stats.round_model import round_model
 
 pytestmark = pytest.mark.calibration
@@ -32,7 +32,7 @@ def _actual(
     cells = rounds(np.random.default_rng(seed), sims=sims, blocks=looks[-1],
                    truth_pct=[truth, truth], decisions=2, noise=noise, rho=0.0,
                    mode=mode)  # fmt: skip
-    return gate_codes(cells, looks, 0.95, MARGIN)
+    return regress_codes(cells, looks, 0.95, MARGIN)
 
 
 def _pilot_sd(mode: str, noise: float, blocks: int = 3000) -> float:
@@ -52,7 +52,7 @@ def test_planned_rates_are_the_gates_rates_on_normal_data(
     noise: float, first: int, cap: int
 ) -> None:
     sd = noise * np.sqrt(2.0)  # the per-block log ratio of two rounds with this noise
-    plan = plan_gate(
+    plan = simulated_plan(
         [sd, sd], first_look=first, cap=cap, margin_pct=MARGIN, confidence=0.95, search=False
     )
     looks = list(plan.looks)
@@ -74,14 +74,14 @@ def test_the_shipped_regression_gate_rarely_passes_and_the_plan_says_what_would(
     5 %: an unchanged build PASSes about 3 %, and the plan names a cap and a margin that
     reach 80 %; the cap it names does (checked by the gate's own rule)."""
     sd = 0.08 * np.sqrt(2.0)
-    plan = plan_gate([sd, sd], first_look=5, cap=20, margin_pct=MARGIN, confidence=0.95)
+    plan = simulated_plan([sd, sd], first_look=5, cap=20, margin_pct=MARGIN, confidence=0.95)
     print(plan)
     assert plan.pass_if_unchanged < 0.10 and not plan.reaches
     assert plan.cap_that_would is not None and plan.margin_that_would is not None
     looks = list(look_blocks(5, plan.cap_that_would))
     passed = float(np.mean(_actual("exact", 0.08, looks, 0.0, 5, sims=2_000) == 0))
     assert passed >= 0.80 - 0.03
-    wider = plan_gate([sd, sd], first_look=5, cap=20, margin_pct=plan.margin_that_would,
+    wider = simulated_plan([sd, sd], first_look=5, cap=20, margin_pct=plan.margin_that_would,
                       confidence=0.95, search=False)  # fmt: skip
     assert min(wider.pass_if_unchanged, wider.fail_if_twice_margin) >= 0.80 - 0.03
 
@@ -93,7 +93,7 @@ def test_on_coarse_data_the_plan_over_promises_the_fail_rate(mode: str) -> None:
     here). `regress --plan` says so when the history is coarse."""
     sd = _pilot_sd(mode, 0.035)
     for first, cap in ((3, 9), (5, 20)):
-        plan = plan_gate([sd, sd], first_look=first, cap=cap, margin_pct=MARGIN,
+        plan = simulated_plan([sd, sd], first_look=first, cap=cap, margin_pct=MARGIN,
                          confidence=0.95, search=False)  # fmt: skip
         looks = list(plan.looks)
         passed = float(np.mean(_actual(mode, 0.035, looks, 0.0, 6, 4_000) == 0))
@@ -116,8 +116,8 @@ def _planned_from_rounds(mode: str, first: int, cap: int) -> tuple[float, float,
         sds = [noise_from_history(f, metric="m", size=10).sd_log_diff for f in frames]
         kw = {"first_look": first, "cap": cap, "margin_pct": MARGIN, "confidence": 0.95,
               "search": False, "simulations": 2_000}  # fmt: skip
-        node = plan_gate(sds, models=models, **kw)  # type: ignore[arg-type]
-        normal = plan_gate(sds, **kw)  # type: ignore[arg-type]
+        node = simulated_plan(sds, models=models, **kw)  # type: ignore[arg-type]
+        normal = simulated_plan(sds, **kw)  # type: ignore[arg-type]
         assert node.from_rounds and not normal.from_rounds
         out.append((node.pass_if_unchanged, node.fail_if_twice_margin,
                     normal.pass_if_unchanged, normal.fail_if_twice_margin))  # fmt: skip

@@ -13,7 +13,7 @@ EXIT_COULD_NOT_MEASURE = 4
 
 
 @dataclass(frozen=True)
-class GateResult:
+class RegressResult:
     decisions: tuple[Decision, ...]
     verdict: str
     looks: int
