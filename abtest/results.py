@@ -185,7 +185,7 @@ class Results:
         self, run_id: str, *, baseline: str | None = None, confidence: float = 0.95
     ) -> list[Comparison]:
         """Each arm vs the baseline per size and metric, as ``abtest report`` shows them."""
-        from abtest.analysis.model import model_of
+        from abtest.analysis.report_model import model_of
         from abtest.analysis.run_data import run_data
         from abtest.stats.intervals import check_confidence
         from abtest.store.run_frames import read_run

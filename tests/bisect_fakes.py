@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from abtest.batch.model import RoundResult
+from abtest.batch.round_records import RoundResult
 from abtest.batch.spec import RoundSpec
 from abtest.config.domain import Release, build_version_of, skew_problem
 from abtest.config.kubelet_series import BuildName, load_series

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abtest.batch.acceptance import judge
-from abtest.batch.model import EventRecord, MetricDelta, PodRecord, RoundResult
+from abtest.batch.round_records import EventRecord, MetricDelta, PodRecord, RoundResult
 from abtest.batch.summary import summarize
 
 

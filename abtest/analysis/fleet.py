@@ -1,7 +1,7 @@
 """A fleet sweep's section of the report model: every node's own savings beside the pooled ones,
 and whether the effect differs between nodes (the node x arm interaction, ``stats.fleet``).
 
-``build_fleet`` calls stats on the stored rounds (as ``analysis.model`` does for the pooled
+``build_fleet`` calls stats on the stored rounds (as ``analysis.report_model`` does for the pooled
 tables); ``abtest.report.tables_fleet`` formats them. The pooled tables stay where they are:
 there a block is a (node, block) pair, so every node is its own block factor.
 """

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
+from abtest.batch.round_records import RoundResult
 from abtest.batch.run_record import finish_run, new_run, probe_environment
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import round_selector

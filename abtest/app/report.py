@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from abtest.analysis.bisect import BisectModel
-from abtest.analysis.model import ReportModel, model_of
 from abtest.analysis.pool import check_pool_ids, pool_runs
+from abtest.analysis.report_model import ReportModel, model_of
 from abtest.analysis.run_data import run_data
 from abtest.config.paths import check_db_path
 from abtest.errors import UserError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from abtest.batch.model import PodRecord, Verdict
+from abtest.batch.round_records import PodRecord, Verdict
 
 MAX_NAMES = 5
 

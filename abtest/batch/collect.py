@@ -15,9 +15,9 @@ from typing import Any
 from abtest.batch import metrics
 from abtest.batch.acceptance import judge
 from abtest.batch.generator import SubmitResult
-from abtest.batch.model import EventRecord, MetricDelta, PodRecord, Summary, Verdict
 from abtest.batch.observe import PodSeen
 from abtest.batch.round_gaps import AFTER, GapPart, Laps
+from abtest.batch.round_records import EventRecord, MetricDelta, PodRecord, Summary, Verdict
 from abtest.batch.runtime_start import join_starts, runtime_deltas
 from abtest.batch.summary import summarize
 from abtest.cluster.client import Cluster, node_proxy_get

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
-from abtest.batch.model import MetricDelta
+from abtest.batch.round_records import MetricDelta
 
 # Histograms (sum + count) whose deltas a round keeps.
 HISTOGRAMS: tuple[str, ...] = (

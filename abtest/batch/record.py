@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from abtest.batch.model import RoundResult
 from abtest.batch.round_gaps import AFTER, BEFORE, GapPart, phase_total
+from abtest.batch.round_records import RoundResult
 from abtest.store.db import Store
 
 POD_COLUMNS = (

@@ -29,10 +29,10 @@ from abtest.batch.collect import (
     scrape,
 )
 from abtest.batch.generator import SubmitResult
-from abtest.batch.model import PodRecord, RoundResult
 from abtest.batch.observe import PodTracker
 from abtest.batch.round_gaps import AFTER, BEFORE, GapPart, Laps, clock_anchor
 from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
+from abtest.batch.round_records import PodRecord, RoundResult
 from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
 from abtest.batch.spec import RoundSpec, Say, WatchOptions
 from abtest.batch.template import RenderedPod, render_batch, round_selector

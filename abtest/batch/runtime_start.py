@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from abtest.batch.model import MetricDelta, PodRecord
+from abtest.batch.round_records import MetricDelta, PodRecord
 
 # The round's means of the two parts, kept with the kubelet's histograms (sum over the joined
 # pods, count of them) so a report compares them per arm with intervals like any stage; not a

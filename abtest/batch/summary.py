@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from abtest.batch.model import PodRecord, Summary
+from abtest.batch.round_records import PodRecord, Summary
 from abtest.stats.percentiles import nearest_rank
 
 # Phase breakdown: each phase runs from the first milestone to the second, both as seen by us.

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from abtest.app.batch import BatchRequest, single_batch
-from abtest.batch.model import RoundResult
+from abtest.batch.round_records import RoundResult
 from abtest.cli import options as o
 from abtest.cli.render import console, err_console, print_json, print_table, styled
 from abtest.config import numbers as num

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from abtest.batch.model import RoundResult
+from abtest.batch.round_records import RoundResult
 from abtest.config.domain import Arm, Catalog, Scalar
 from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NotRequired, Protocol, Self, TypedDict, Unpack
 
-from abtest.batch.model import RoundResult
 from abtest.batch.round import run_round
+from abtest.batch.round_records import RoundResult
 from abtest.batch.run_record import probe_environment
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import round_selector

@@ -7,7 +7,7 @@ or one format at a time: ``render_markdown(model)``, ``render_html(model)``,
 ``frames(model)`` (tidy CSV frames), ``to_json(model)``; figures: ``render_figures(model)``.
 """
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.report.fmt import Table
 from abtest.report.html import render_html
 from abtest.report.markdown import render_markdown

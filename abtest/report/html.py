@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.report.markdown import summary_line
 from abtest.report.plots import Figure, render_figures
 from abtest.report.render import render_template

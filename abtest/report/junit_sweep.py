@@ -13,7 +13,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats import Comparison

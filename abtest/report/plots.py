@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.report.fmt import level
 
 if TYPE_CHECKING:

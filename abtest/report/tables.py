@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from abtest.analysis.model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
+from abtest.analysis.report_model import METRIC_LABELS, PRIMARY_METRICS, ReportModel
 from abtest.report.fmt import (
     SENSITIVITY_HEADER,
     SENSITIVITY_NOTE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from abtest.analysis.model import METRIC_LABELS, ReportModel
+from abtest.analysis.report_model import METRIC_LABELS, ReportModel
 from abtest.report.fmt import DASH, Table, make_table, ms, num, p_value, with_ci
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.report.fmt import (
     DASH,
     Table,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.config.csv_cells import safe_cell
 from abtest.config.paths import write_output
 from abtest.report.tidy_reference import reference_frames

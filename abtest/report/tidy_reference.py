@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats.phases import ItemChange

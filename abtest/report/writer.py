@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.config.paths import output_subdir, write_output
 from abtest.errors import UserError
 from abtest.report.html import render_html

@@ -15,7 +15,7 @@ watch a sweep running in another process (the project's tests/fake_sweep.py is o
 
 :class:`FakeSession` answers the engine's questions about sandboxes (none); the kit's cluster
 handle is a :class:`FakeKitCluster` (just the node). :func:`fake_round` makes the
-:class:`~abtest.batch.model.RoundResult` of a round every pod of which was Ready at once.
+:class:`~abtest.batch.round_records.RoundResult` of a round every pod of which was Ready at once.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from abtest.batch.model import PodRecord, RoundResult, Summary
+from abtest.batch.round_records import PodRecord, RoundResult, Summary
 from abtest.batch.spec import RoundSpec
 from abtest.config.domain import Release, Scalar, build_version_of, release_of
 from abtest.config.playbook import Generator, NodeProfile

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import abtest
-from abtest.batch.model import PodRecord, RoundResult, Summary
 from abtest.batch.record import record_round
+from abtest.batch.round_records import PodRecord, RoundResult, Summary
 from abtest.batch.run_record import finish_run, new_run
 from abtest.errors import UserError
 from abtest.stats import Comparison

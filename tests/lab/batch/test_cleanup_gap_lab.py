@@ -19,8 +19,8 @@ import pytest
 from lab_sandboxes import settled_sandbox_count
 
 from abtest.batch.collect import event_records
-from abtest.batch.model import EventRecord
 from abtest.batch.round import run_round
+from abtest.batch.round_records import EventRecord
 from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY

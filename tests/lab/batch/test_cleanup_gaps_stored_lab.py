@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from lab_sandboxes import settled_sandbox_count
 
-from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round import run_round
+from abtest.batch.round_records import RoundResult
 from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import MANAGED_BY, MANAGED_BY_KEY

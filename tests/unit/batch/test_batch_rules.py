@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from abtest.batch.acceptance import judge
-from abtest.batch.model import PodRecord
 from abtest.batch.observe import PodTracker, parse_time
+from abtest.batch.round_records import PodRecord
 from abtest.batch.summary import censored_percentile, summarize
 from abtest.stats.percentiles import nearest_rank
 

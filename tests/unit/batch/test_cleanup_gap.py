@@ -22,9 +22,9 @@ from crictl_sandboxes import DECOYS, FakeSSH, listing, sandbox, session, sid
 
 from abtest.batch.collect import EventsListing
 from abtest.batch.generator import SubmitResult
-from abtest.batch.model import EventRecord
 from abtest.batch.round import run_round
 from abtest.batch.round_gaps import AFTER, phase_total
+from abtest.batch.round_records import EventRecord
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import RenderedPod
 from abtest.cluster import pods

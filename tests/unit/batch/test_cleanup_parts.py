@@ -16,9 +16,9 @@ from crictl_sandboxes import REMOVE, FakeSSH, listing, session, stopped_sandbox
 from rounds import sample_round
 
 from abtest.batch import round as round_mod
-from abtest.batch.model import RoundResult
 from abtest.batch.record import record_round
 from abtest.batch.round_gaps import AFTER, BEFORE, GapPart, Laps, phase_total
+from abtest.batch.round_records import RoundResult
 from abtest.batch.run_record import new_run
 from abtest.batch.spec import RoundSpec
 from abtest.cluster import pods as pods_mod

@@ -22,9 +22,9 @@ from crictl_sandboxes import FakeSSH, session
 
 from abtest.batch import runtime_start
 from abtest.batch.generator import SubmitResult
-from abtest.batch.model import PodRecord
 from abtest.batch.record import POD_COLUMNS
 from abtest.batch.round import run_round
+from abtest.batch.round_records import PodRecord
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import RenderedPod
 from abtest.config.playbook import Generator, load_profile, parse_profile

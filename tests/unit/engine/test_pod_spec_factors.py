@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from abtest.batch.model import RoundResult
+from abtest.batch.round_records import RoundResult
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import arm_workload, render_batch
 from abtest.cli.main import app

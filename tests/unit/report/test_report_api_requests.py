@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sweeps import build_sweep
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.app.report import build_model
 from abtest.report import build_tables, render_markdown
 from abtest.report.tidy import frames

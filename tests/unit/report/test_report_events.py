@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sweeps import build_sweep
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.app.report import build_model
 from abtest.report import build_tables, render_markdown
 from abtest.report.fmt import DASH

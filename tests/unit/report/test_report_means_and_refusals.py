@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from sweeps import SweepSpec, build_sweep
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.app.report import build_model
 from abtest.report import build_tables, render_html, render_markdown
 from abtest.report.fmt import num

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from sweeps import KNOWN, PLAYBOOK, SweepSpec, build_sweep
 
-from abtest.analysis.model import ArmMetric, ReportModel
+from abtest.analysis.report_model import ArmMetric, ReportModel
 from abtest.app.report import build_model
 from abtest.errors import UserError
 from abtest.report import build_tables, render_markdown
@@ -285,7 +285,7 @@ def test_environment_from_the_batch_engines_nested_probe(store: Store) -> None:
 def test_node_cores_read_as_kubernetes_cpu_quantities(
     quantity: object, cores: float | None
 ) -> None:
-    from abtest.analysis.model import _node_cores
+    from abtest.analysis.report_model import _node_cores
 
     assert _node_cores({"node": {"capacity": {"cpu": quantity}}}) == cores
     assert _node_cores({"node_cpu": quantity}) == cores

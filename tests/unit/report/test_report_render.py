@@ -15,7 +15,7 @@ import pytest
 from sweeps import build_sweep
 from typer.testing import CliRunner
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.app.report import build_model
 from abtest.cli.main import app
 from abtest.errors import UserError

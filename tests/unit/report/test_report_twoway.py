@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sweeps import SweepSpec, build_sweep
 
-from abtest.analysis.model import ReportModel
+from abtest.analysis.report_model import ReportModel
 from abtest.app.report import build_model
 from abtest.report import build_tables, render_html, render_markdown
 from abtest.report.tidy import frames, to_json
