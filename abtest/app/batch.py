@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from abtest.batch.record import record_round
@@ -75,14 +75,9 @@ def single_batch(req: BatchRequest, say: Callable[[str], None]) -> SingleBatch:
     """Run, store and return one batch on the node as it is."""
     book = load_playbook(req.playbook) if req.playbook else None
     workload = book.workload if book else Workload()
-    gen = book.generator if book else Generator()
-    given = {
-        "qps": req.qps,
-        "concurrency": req.concurrency,
-        "timeout_s": req.timeout_s,
-        "observe_s": req.observe_s,
-    }
-    gen = replace(gen, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
+    gen = (book.generator if book else Generator()).with_overrides(
+        qps=req.qps, concurrency=req.concurrency, timeout_s=req.timeout_s, observe_s=req.observe_s
+    )
     with Store(req.db) as store:
         run_id, round_id, result = run_single_batch(
             store,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from abtest.analysis.bisect import ENTRY, Span, StepRecord, conclude
 from abtest.app.bisect_builds import Builder
@@ -13,6 +13,7 @@ from abtest.app.bisect_state import BisectParameters, Pending, StoredBisection, 
 from abtest.config.playbook import NodeProfile, Playbook
 from abtest.engine.bisect_steps import (
     BisectSetup,
+    Measured,
     confirm_at,
     measure,
     measure_plan,
@@ -21,6 +22,11 @@ from abtest.engine.bisect_steps import (
 from abtest.engine.sweep_nodes import NodeKit
 from abtest.stats.bisect import BAD, GOOD, OUTCOMES, middle
 from abtest.store.db import Store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")  # what a measurement's decide_at decides
 
 
 class Search:
@@ -121,27 +127,37 @@ class Search:
         self.store.runs.set_plan_entry(rec.run_id, ENTRY, {**entry, "record": rec.to_json()})
         return rec
 
-    def _place(self, names: Sequence[str]) -> None:
-        self.builder.place([self.settings.build(n) for n in names], self.say)
-
-    def _confirm(self) -> StepRecord:
-        good, bad = self.settings.names[0], self.settings.names[-1]
-        self.say(f"confirming the ends: {bad} (bad) against {good} (good)")
-        self._place([good, bad])
-        plan = measure_plan(self.setup, [("good", good), ("bad", bad)], self.settings.seed)
-        run_id, spent = self._resumed(0)
-        found, m = measure(
+    def _measure(
+        self,
+        index: int,
+        arms: Sequence[tuple[str, str]],
+        decide_at: Callable[[pd.DataFrame, int, int], T | None],
+    ) -> tuple[T, Measured]:
+        """Measurement ``index`` (0: the ends, then each step): its builds placed, its arms
+        (``(arm, build)``) run look by look until ``decide_at`` decides, resuming its undecided
+        run if the search was stopped in it. Its schedule is seeded with seed + index, so no
+        two measurements share a seed."""
+        builds = [build for _, build in arms]
+        self.builder.place([self.settings.build(n) for n in builds], self.say)
+        plan = measure_plan(self.setup, arms, self.settings.seed + index)
+        run_id, spent = self._resumed(index)
+        return measure(
             plan,
             self.setup,
             self.store,
-            confirm_at(self.setup),
+            decide_at,
             say=self.say,
-            started=self._started(0, (good, bad)),
+            started=self._started(index, builds),
             run_id=run_id,
             kit=self.kit,
             spent=spent,
             looked=self._looked,
         )
+
+    def _confirm(self) -> StepRecord:
+        good, bad = self.settings.names[0], self.settings.names[-1]
+        self.say(f"confirming the ends: {bad} (bad) against {good} (good)")
+        found, m = self._measure(0, [("good", good), ("bad", bad)], confirm_at(self.setup))
         ci = found.slowdown_ci or (math.nan, math.nan)
         span = Span.of(found.slowdown_pct, ci[0], ci[1])
         self.say(f"ends: {found.verdict}: {bad} vs {good} {span.text()} ({m.blocks} blocks)")
@@ -153,22 +169,8 @@ class Search:
 
     def _step(self, index: int, low: str, mid: str, high: str) -> StepRecord:
         self.say(f"step {index}: {mid} between {low} (good) and {high} (bad)")
-        self._place([low, mid, high])
         arms = [("low", low), ("mid", mid), ("high", high)]
-        plan = measure_plan(self.setup, arms, self.settings.seed + index)
-        run_id, spent = self._resumed(index)
-        found, m = measure(
-            plan,
-            self.setup,
-            self.store,
-            step_at(self.setup),
-            say=self.say,
-            started=self._started(index, (low, mid, high)),
-            run_id=run_id,
-            kit=self.kit,
-            spent=spent,
-            looked=self._looked,
-        )
+        found, m = self._measure(index, arms, step_at(self.setup))
         spans = (
             ("mid vs low", Span.of(*(float(v) for v in found.low_mid_pct))),
             ("high vs mid", Span.of(*(float(v) for v in found.mid_high_pct))),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 # the level types live beneath both this module and the kinds; named here too, where a
 # reader of the domain looks for them
@@ -143,6 +144,22 @@ class Factor:
         return out
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def by_name(items: Iterable[_N], name: str) -> _N:
+    """The item called ``name`` among factors or arms (each name used once); KeyError if none."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(name)
+
+
 @dataclass(frozen=True)
 class Catalog:
     name: str
@@ -151,10 +168,7 @@ class Catalog:
     factors: tuple[Factor, ...]
 
     def get(self, name: str) -> Factor:
-        for f in self.factors:
-            if f.name == name:
-                return f
-        raise KeyError(name)
+        return by_name(self.factors, name)
 
 
 RUNTIME_CLASS_KEY = "pod.runtimeClassName"

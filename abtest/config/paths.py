@@ -27,14 +27,16 @@ _KINDS = (
 # never as the controlling terminal, and checked on the descriptor itself
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
-# what an output may replace is a regular file; the rest is named in the refusal
+# what an output may replace is a regular file; the rest is named in the refusal: a link,
+# a folder, and every other kind by its name in _KINDS
 _NOT_A_FILE = (
     (stat.S_ISLNK, "is a symbolic link (abtest replaces only a regular file, never a link)"),
     (stat.S_ISDIR, "is a directory, not a file"),
-    (stat.S_ISCHR, "is a character device (abtest replaces only a regular file)"),
-    (stat.S_ISBLK, "is a block device (abtest replaces only a regular file)"),
-    (stat.S_ISFIFO, "is a FIFO (abtest replaces only a regular file)"),
-    (stat.S_ISSOCK, "is a socket (abtest replaces only a regular file)"),
+    *(
+        (test, f"is {kind} (abtest replaces only a regular file)")
+        for test, kind in _KINDS
+        if test is not stat.S_ISDIR
+    ),
 )
 # a folder named after a run id or a node (reports/RUN_ID, reports/history-NODE): one plain
 # path component, whole-string checked, so it never leaves the folder it is made under

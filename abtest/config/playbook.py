@@ -58,6 +58,12 @@ class Generator:
     timeout_s: float = 300.0
     observe_s: float = 10.0
 
+    def with_overrides(self, **changes: float | None) -> Generator:
+        """Flags override the generator (the playbook's, or these defaults); None means "not
+        given"."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **given) if given else self  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True)
 class Playbook:
@@ -87,7 +93,7 @@ class Playbook:
         gen = {k: given.pop(k) for k in list(given) if k in generator_keys}
         out = replace(self, **given) if given else self  # type: ignore[arg-type]
         if gen:
-            out = replace(out, generator=replace(out.generator, **gen))  # type: ignore[arg-type]
+            out = replace(out, generator=out.generator.with_overrides(**gen))  # type: ignore[arg-type]
         return out
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TypeVar
 
-from abtest.config.domain import Arm
+from abtest.config.domain import Arm, by_name
 from abtest.errors import UserError
 
 T = TypeVar("T")
@@ -74,10 +74,7 @@ class Schedule:
     slots: tuple[RoundSlot, ...]
 
     def arm(self, name: str) -> Arm:
-        for a in self.arms:
-            if a.name == name:
-                return a
-        raise KeyError(name)
+        return by_name(self.arms, name)
 
     @property
     def measured_rounds(self) -> int:

@@ -43,6 +43,17 @@ def _insert_sql(table: str, cols: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
 
 
+def _latest_seconds(
+    store: Store, table: str, column: str, where: str, params: Sequence[Any], limit: int
+) -> list[float]:
+    """``column`` (seconds) of the latest ``limit`` rows of ``table`` matching ``where``, newest
+    first: the recent durations a plan's time estimate is made from."""
+    rows = store.query(
+        f"SELECT {column} FROM {table} WHERE {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+    )
+    return [float(r[0]) for r in rows]
+
+
 def now_iso() -> str:
     """A stored time: UTC, to the millisecond, ISO 8601."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -212,12 +223,14 @@ class Visits:
 
     def restart_times(self, node_name: str, limit: int = 50) -> list[float]:
         """Restart-to-verified seconds of the node's latest applied visits, newest first."""
-        rows = self.store.query(
-            "SELECT restart_to_verified_s FROM visits WHERE node_name = ? AND applied = 1 "
-            "AND restart_to_verified_s IS NOT NULL ORDER BY id DESC LIMIT ?",
-            (node_name, limit),
+        return _latest_seconds(
+            self.store,
+            "visits",
+            "restart_to_verified_s",
+            "node_name = ? AND applied = 1 AND restart_to_verified_s IS NOT NULL",
+            (node_name,),
+            limit,
         )
-        return [float(r[0]) for r in rows]
 
 
 class Rounds:
@@ -254,21 +267,25 @@ class Rounds:
         return {(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows}
 
     def cleanup_times(self, node_name: str, limit: int = 50) -> list[float]:
-        rows = self.store.query(
-            "SELECT cleanup_s FROM rounds WHERE node_name = ? AND cleanup_s IS NOT NULL "
-            "ORDER BY id DESC LIMIT ?",
-            (node_name, limit),
+        return _latest_seconds(
+            self.store,
+            "rounds",
+            "cleanup_s",
+            "node_name = ? AND cleanup_s IS NOT NULL",
+            (node_name,),
+            limit,
         )
-        return [float(r[0]) for r in rows]
 
     def batch_ready_times(self, node_name: str, size: int, limit: int = 50) -> list[float]:
         """Batch ready seconds of the node's latest accepted rounds at ``size``."""
-        rows = self.store.query(
-            "SELECT batch_ready_s FROM rounds WHERE node_name = ? AND size = ? AND accepted = 1 "
-            "ORDER BY id DESC LIMIT ?",
-            (node_name, size, limit),
+        return _latest_seconds(
+            self.store,
+            "rounds",
+            "batch_ready_s",
+            "node_name = ? AND size = ? AND accepted = 1",
+            (node_name, size),
+            limit,
         )
-        return [float(r[0]) for r in rows]
 
     def of_latest_runs(
         self, node_name: str, sizes: Sequence[int], metrics: Sequence[str], runs: int

@@ -67,6 +67,33 @@ def test_visits_begin_applied_failed_finish(store: Store) -> None:
     assert store.visits.restart_times("n2") == []
 
 
+def test_cleanup_and_batch_ready_times_newest_first(store: Store) -> None:
+    """The recent durations a plan estimates from (one shared read, abtest.store.tables): only
+    the node's rows that have the figure (and, for batch ready, accepted at that size), newest
+    first, at most ``limit``."""
+    run_id = _run(store)
+    rows = [  # node, size, accepted, cleanup_s, batch_ready_s
+        ("n1", 10, 1, 1.0, 5.0),
+        ("n1", 10, 0, None, 6.0),
+        ("n1", 20, 1, 2.0, 7.0),
+        ("n2", 10, 1, 9.0, 9.0),
+        ("n1", 10, 1, 3.0, 8.0),
+    ]
+    for i, (node, size, accepted, cleanup_s, ready_s) in enumerate(rows):
+        store.rounds.add(
+            {
+                "run_id": run_id, "node_name": node, "arm": "base", "size": size, "ordinal": i,
+                "started_wall": 0.0, "accepted": accepted, "pods_ready": size,
+                "cleanup_s": cleanup_s, "batch_ready_s": ready_s,
+            },
+            [],
+        )  # fmt: skip
+    assert store.rounds.cleanup_times("n1") == [3.0, 2.0, 1.0]
+    assert store.rounds.cleanup_times("n1", limit=2) == [3.0, 2.0]
+    assert store.rounds.batch_ready_times("n1", 10) == [8.0, 5.0]
+    assert store.rounds.batch_ready_times("n2", 20) == []
+
+
 def test_arms_add_fail_failed(store: Store) -> None:
     run_id = _run(store)
     store.arms.add(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from abtest.config.playbook import load_playbook, load_profile
+from abtest.config.playbook import Generator, load_playbook, load_profile
 from abtest.errors import ConfigError
 
 
@@ -42,6 +42,14 @@ def test_playbook_by_path_and_overrides(tmp_path: Path) -> None:
     pb = load_playbook(str(path)).with_overrides(rounds=2, concurrency=5, seed=None)
     assert pb.sizes == (3,) and pb.rounds == 2 and pb.generator.concurrency == 5
     assert pb.generator.qps == 10 and pb.seed == 1
+
+
+def test_generator_overrides_given_flags_only() -> None:
+    """`abtest batch` and Playbook.with_overrides share one rule: a flag given wins, None is
+    "not given"."""
+    gen = Generator(qps=10.0)
+    assert gen.with_overrides(qps=None, concurrency=None) is gen
+    assert gen.with_overrides(concurrency=5, observe_s=None) == Generator(qps=10.0, concurrency=5)
 
 
 @pytest.mark.parametrize("name", ["lab", "kubeadm-systemd"])

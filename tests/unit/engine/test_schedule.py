@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from abtest.config.domain import Arm, Factor
+from abtest.config.domain import Arm, Catalog, Factor, by_name
 from abtest.engine.design import gates_all
 from abtest.engine.schedule import (
     build_schedule,
@@ -116,6 +116,15 @@ def test_lookup_and_json() -> None:
         "on": [],
         "settings": {"featureGates.GateA": False, "featureGates.GateB": False},
     }
+
+
+def test_by_name_is_the_one_lookup_of_factors_and_arms() -> None:
+    factors = tuple(Factor(f"Gate{c}", "feature_gate", True, False, "") for c in "AB")
+    catalog = Catalog("c", "c.yaml", "", factors)
+    assert catalog.get("GateB") is factors[1] and by_name(factors, "GateA") is factors[0]
+    with pytest.raises(KeyError):
+        catalog.get("GateC")
+    assert by_name(arms(), "combined").on == {"GateA", "GateB"}
 
 
 # --------------------------------------------------------------------------- resume
