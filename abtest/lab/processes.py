@@ -8,10 +8,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from abtest.errors import LabError
+
+T = TypeVar("T")
 
 
 def free_port(preferred: int | None = None, taken: set[int] | None = None) -> int:
@@ -63,21 +66,29 @@ def alive(pid: int | None, expect: str | None = None) -> bool:
     return expect is None or expect.encode() in cmdline
 
 
-def pids_of_uid(uid: int) -> list[int]:
-    """Live processes whose real uid is `uid` (zombies excluded)."""
-    found = []
+def each_process(read: Callable[[Path], T]) -> Iterator[tuple[int, T]]:
+    """(pid, what ``read`` makes of its /proc/PID directory) for every process on this
+    machine. The one walk of /proc the lab's process searches share: a process that exits
+    while it is read (an OSError) is passed over."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            status = (entry / "status").read_text()
+            seen = read(entry)
         except OSError:
             continue  # exited while we looked
+        yield int(entry.name), seen
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    """Live processes whose real uid is `uid` (zombies excluded)."""
+    found = []
+    for pid, status in each_process(lambda entry: (entry / "status").read_text()):
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if fields.get("State", "").strip().startswith("Z"):
             continue
         if int(fields.get("Uid", "-1 0").split()[0]) == uid:
-            found.append(int(entry.name))
+            found.append(pid)
     return found
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from abtest.lab import components, host, layout, sdnode_run, sshd
 from abtest.lab.layout import LabState, Node, Paths
-from abtest.lab.processes import alive, read_pid
+from abtest.lab.processes import alive, each_process, read_pid
 
 # Programs the lab runs; a process counts as the lab's when it is one of these and its
 # command line names a lab directory (containerd's shims name the lab's socket).
@@ -42,21 +42,13 @@ def lab_processes(paths: Paths) -> list[tuple[int, str]]:
     """(pid, program) of the lab's processes still alive, found by command line."""
     marks = (str(paths.root) + "/", str(paths.run) + "/")
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+    for pid, argv in each_process(lambda entry: (entry / "cmdline").read_bytes().split(b"\0")):
         if not argv or not argv[0]:
             continue
         program = Path(argv[0].decode(errors="replace")).name
         line = b" ".join(argv).decode(errors="replace")
-        if program in LAB_PROGRAMS and any(m in line for m in marks):
-            pid = int(entry.name)
-            if alive(pid):
-                found.append((pid, program))
+        if program in LAB_PROGRAMS and any(m in line for m in marks) and alive(pid):
+            found.append((pid, program))
     return sorted(found)
 
 

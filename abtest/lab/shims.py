@@ -19,19 +19,14 @@ import time
 from pathlib import Path
 
 from abtest.lab.layout import Paths, Say
+from abtest.lab.processes import each_process
 
 SHIM = "containerd-shim-runc-v2"
 STOP_WAIT_S = 5.0
 
 
 def _children(pid: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
+    for _, stat in each_process(lambda entry: (entry / "stat").read_text()):
         # the command name is in parentheses and may hold spaces: the ppid follows the last ")"
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             return True
@@ -45,22 +40,19 @@ def _address(argv: list[str]) -> str | None:
     return None
 
 
+def _exe_and_argv(entry: Path) -> tuple[Path, list[str]]:
+    exe = Path(os.readlink(entry / "exe"))
+    return exe, (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+
+
 def lab_shims(paths: Paths) -> dict[int, bool]:
     """The lab's shims still running: pid -> whether it has a child (serves a container)."""
     binary = (paths.bin / SHIM).resolve()
     run = str(paths.run.resolve()) + "/"
     found: dict[int, bool] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            exe = Path(os.readlink(entry / "exe"))
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
+    for pid, (exe, argv) in each_process(_exe_and_argv):
         address = _address(argv)
         if exe == binary and address is not None and address.startswith(run):
-            pid = int(entry.name)
             found[pid] = _children(pid)
     return found
 

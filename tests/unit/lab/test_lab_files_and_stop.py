@@ -316,3 +316,21 @@ def test_stop_ends_a_real_process_and_removes_its_pid_file(tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_each_process_reads_every_process_and_passes_over_one_that_vanishes() -> None:
+    # the shared walk of /proc (pids_of_uid, lab_processes, the shim search): this process is
+    # among those read; a read that fails as for a process gone meanwhile (OSError) is skipped
+    own = dict(processes.each_process(lambda entry: (entry / "stat").read_text()))
+    assert os.getpid() in own
+    assert own[os.getpid()].startswith(f"{os.getpid()} (")
+
+    def vanished(entry: Path) -> str:
+        if entry.name == str(os.getpid()):
+            raise FileNotFoundError(entry / "stat")
+        return entry.name
+
+    seen = dict(processes.each_process(vanished))
+    assert os.getpid() not in seen
+    assert all(str(pid) == name for pid, name in seen.items())
+    assert os.getpid() in processes.pids_of_uid(os.getuid())
