@@ -38,9 +38,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from abtest.errors import UserError
 from abtest.stats.contrast import ContrastEstimate, estimate_contrast
-from abtest.stats.frame import SIZE, arm_order, check_rounds, check_two_arms, finite, rows_for
+from abtest.stats.frame import (
+    SIZE,
+    check_baseline,
+    check_rounds,
+    check_two_arms,
+    finite,
+    rows_for,
+    sizes_of,
+    vs_baseline,
+)
 from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
 
 
@@ -107,14 +115,9 @@ def compare(
     """
     check_confidence(confidence)
     check_rounds(rounds, metric)
-    if not (rounds["arm"] == baseline).any():
-        raise UserError(
-            f"no rounds for baseline arm {baseline!r}",
-            "rounds",
-            f"name one of: {', '.join(arm_order(rounds))}",
-        )
+    check_baseline(rounds, baseline, "rounds")
     results: list[Comparison] = []
-    for size in _sizes_with(rounds, baseline):
+    for size, arms in vs_baseline(rounds, baseline):
         table = [
             compare_pair(
                 rounds,
@@ -124,8 +127,7 @@ def compare(
                 metric=metric,
                 confidence=confidence,
             )
-            for arm in arm_order(rounds)
-            if arm != baseline and not rows_for(rounds, arm, size).empty
+            for arm in arms
         ]
         adjusted = holm([c.p_value for c in table])
         results.extend(
@@ -136,7 +138,7 @@ def compare(
 
 def uncomparable(rounds: pd.DataFrame, *, baseline: str) -> list[tuple[str, int]]:
     """(arm, size) pairs that have rounds but no baseline rounds at that size."""
-    with_baseline = set(_sizes_with(rounds, baseline))
+    with_baseline = set(sizes_of(rounds, baseline))
     pairs = rounds.loc[rounds["arm"] != baseline, ["arm", SIZE]].drop_duplicates()
     return [
         (str(arm), int(size))
@@ -256,7 +258,3 @@ def _combined_note(savings_note: str, log_note: str) -> str:
     only_pct = [f"percent reduction: {p}" for p in log_parts if p not in saving_parts]
     only_saving = [f"saving: {p}" for p in saving_parts if p not in log_parts]
     return "; ".join([*shared, *only_saving, *only_pct])
-
-
-def _sizes_with(rounds: pd.DataFrame, arm: str) -> list[int]:
-    return sorted(int(s) for s in pd.unique(rounds.loc[rounds["arm"] == arm, SIZE]))
