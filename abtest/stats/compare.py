@@ -49,7 +49,12 @@ from abtest.stats.frame import (
     sizes_of,
     vs_baseline,
 )
-from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
+from abtest.stats.intervals import (
+    check_confidence,
+    holm,
+    pct_reduction_from_log_ratio,
+    ratio_and_pct_ci,
+)
 
 
 @dataclass(frozen=True)
@@ -204,12 +209,7 @@ def compare_pair_with_saving(
     )
     # The saving is a difference of these means exactly (complete blocks when paired).
     matched = dict(savings.arm_means)
-    ratio_ci = pct_ci = None
-    if log_ratio.ci is not None:
-        lo, hi = log_ratio.ci
-        ratio_ci = (float(np.exp(lo)), float(np.exp(hi)))
-        # A higher ratio is a smaller reduction: the bounds swap.
-        pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
+    ratio_ci, pct_ci = ratio_and_pct_ci(log_ratio.ci)
     base_mean = float(base.mean())
     comparison = Comparison(
         arm=treatment,
