@@ -3,7 +3,6 @@ went (every phase and every kubelet stage, not only the top ones the report show
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -12,7 +11,6 @@ from abtest.analysis.report_model import ReportModel
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats.phases import ItemChange
-    from abtest.stats.twoway import TwoWay
 
 
 def _ci(prefix: str, ci: tuple[float, float] | None) -> dict[str, float | None]:
@@ -22,20 +20,18 @@ def _ci(prefix: str, ci: tuple[float, float] | None) -> dict[str, float | None]:
 
 def reference_frames(model: ReportModel) -> dict[str, pd.DataFrame]:
     """File stem -> frame; empty frames are dropped by the caller."""
-    # The three two-way frames share one guard: no two-way table, no rows in any of them.
-    two_way: dict[str, Callable[[TwoWay], list[dict[str, Any]]]] = {
-        "two_way": _cells,
-        "two_way_savings": _savings,
-        "two_way_interaction": _interactions,
+    return {
+        "two_way": pd.DataFrame(_cells(model)),
+        "two_way_savings": pd.DataFrame(_savings(model)),
+        "two_way_interaction": pd.DataFrame(_interactions(model)),
+        "where_time_went": pd.DataFrame(_time_went(model)),
     }
+
+
+def _cells(model: ReportModel) -> list[dict[str, Any]]:
     t = model.two_way
-    frames = {
-        stem: pd.DataFrame(rows(t) if t is not None else []) for stem, rows in two_way.items()
-    }
-    return {**frames, "where_time_went": pd.DataFrame(_time_went(model))}
-
-
-def _cells(t: TwoWay) -> list[dict[str, Any]]:
+    if t is None:
+        return []
     return [
         {
             "metric": t.metric,
@@ -53,7 +49,10 @@ def _cells(t: TwoWay) -> list[dict[str, Any]]:
     ]
 
 
-def _savings(t: TwoWay) -> list[dict[str, Any]]:
+def _savings(model: ReportModel) -> list[dict[str, Any]]:
+    t = model.two_way
+    if t is None:
+        return []
     return [
         {
             "metric": c.metric,
@@ -78,7 +77,10 @@ def _savings(t: TwoWay) -> list[dict[str, Any]]:
     ]
 
 
-def _interactions(t: TwoWay) -> list[dict[str, Any]]:
+def _interactions(model: ReportModel) -> list[dict[str, Any]]:
+    t = model.two_way
+    if t is None:
+        return []
     return [
         {
             "metric": t.metric,
