@@ -237,8 +237,11 @@ def _per_pod_table(
     keys: tuple[str, str],
     cells: list[tuple[str, str, int, str, float]],
     note: str,
-) -> Table:
-    """A descriptive per-pod table: two key columns and the size as rows, one column per arm."""
+) -> Table | None:
+    """A descriptive per-pod table: two key columns and the size as rows, one column per arm;
+    None when nothing was counted (no cells)."""
+    if not cells:
+        return None
     arms, rows = _arms_across(model, cells)
     return make_table(
         key=key, title=title, columns=[*keys, "Pods", *arms], rows=rows, left=3, notes=[note]
@@ -246,8 +249,6 @@ def _per_pod_table(
 
 
 def events_table(model: ReportModel) -> Table | None:
-    if not model.events:
-        return None
     return _per_pod_table(
         model,
         "events-per-pod",
@@ -263,8 +264,6 @@ def events_table(model: ReportModel) -> Table | None:
 
 
 def api_requests_table(model: ReportModel) -> Table | None:
-    if not model.api_requests:
-        return None
     return _per_pod_table(
         model,
         "api-requests-per-pod",
@@ -280,8 +279,6 @@ def api_requests_table(model: ReportModel) -> Table | None:
 
 
 def mechanisms_table(model: ReportModel) -> Table | None:
-    if not model.mechanisms:
-        return None
     return _per_pod_table(
         model,
         "mechanism-counters-per-pod",

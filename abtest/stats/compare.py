@@ -38,10 +38,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from abtest.errors import UserError
 from abtest.stats.contrast import ContrastEstimate, estimate_contrast
-from abtest.stats.frame import SIZE, arm_order, check_rounds, check_two_arms, finite, rows_for
-from abtest.stats.intervals import check_confidence, holm, pct_reduction_from_log_ratio
+from abtest.stats.frame import (
+    SIZE,
+    check_baseline,
+    check_rounds,
+    check_two_arms,
+    finite,
+    rows_for,
+    sizes_of,
+    vs_baseline,
+)
+from abtest.stats.intervals import (
+    check_confidence,
+    holm,
+    pct_reduction_from_log_ratio,
+    ratio_and_pct_ci,
+)
 
 
 @dataclass(frozen=True)
@@ -107,14 +120,9 @@ def compare(
     """
     check_confidence(confidence)
     check_rounds(rounds, metric)
-    if not (rounds["arm"] == baseline).any():
-        raise UserError(
-            f"no rounds for baseline arm {baseline!r}",
-            "rounds",
-            f"name one of: {', '.join(arm_order(rounds))}",
-        )
+    check_baseline(rounds, baseline, "rounds")
     results: list[Comparison] = []
-    for size in _sizes_with(rounds, baseline):
+    for size, arms in vs_baseline(rounds, baseline):
         table = [
             compare_pair(
                 rounds,
@@ -124,8 +132,7 @@ def compare(
                 metric=metric,
                 confidence=confidence,
             )
-            for arm in arm_order(rounds)
-            if arm != baseline and not rows_for(rounds, arm, size).empty
+            for arm in arms
         ]
         adjusted = holm([c.p_value for c in table])
         results.extend(
@@ -136,7 +143,7 @@ def compare(
 
 def uncomparable(rounds: pd.DataFrame, *, baseline: str) -> list[tuple[str, int]]:
     """(arm, size) pairs that have rounds but no baseline rounds at that size."""
-    with_baseline = set(_sizes_with(rounds, baseline))
+    with_baseline = set(sizes_of(rounds, baseline))
     pairs = rounds.loc[rounds["arm"] != baseline, ["arm", SIZE]].drop_duplicates()
     return [
         (str(arm), int(size))
@@ -202,12 +209,7 @@ def compare_pair_with_saving(
     )
     # The saving is a difference of these means exactly (complete blocks when paired).
     matched = dict(savings.arm_means)
-    ratio_ci = pct_ci = None
-    if log_ratio.ci is not None:
-        lo, hi = log_ratio.ci
-        ratio_ci = (float(np.exp(lo)), float(np.exp(hi)))
-        # A higher ratio is a smaller reduction: the bounds swap.
-        pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
+    ratio_ci, pct_ci = ratio_and_pct_ci(log_ratio.ci)
     base_mean = float(base.mean())
     comparison = Comparison(
         arm=treatment,
@@ -256,7 +258,3 @@ def _combined_note(savings_note: str, log_note: str) -> str:
     only_pct = [f"percent reduction: {p}" for p in log_parts if p not in saving_parts]
     only_saving = [f"saving: {p}" for p in saving_parts if p not in log_parts]
     return "; ".join([*shared, *only_saving, *only_pct])
-
-
-def _sizes_with(rounds: pd.DataFrame, arm: str) -> list[int]:
-    return sorted(int(s) for s in pd.unique(rounds.loc[rounds["arm"] == arm, SIZE]))

@@ -34,6 +34,7 @@ from abtest.stats.intervals import (
     FloatArray,
     check_confidence,
     no_variation,
+    pct_reduction_ci,
     pct_reduction_from_log_ratio,
 )
 
@@ -177,6 +178,6 @@ def _effect(
         log_effect=effect,
         log_ci=(lo, hi),
         pct_reduction=pct_reduction_from_log_ratio(effect),
-        pct_ci=(pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo)),
+        pct_ci=pct_reduction_ci((lo, hi)),
         p_value=p_value,
     )

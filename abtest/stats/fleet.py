@@ -58,7 +58,7 @@ import pandas as pd
 import scipy.stats as sps
 
 from abtest.errors import UserError
-from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order, check_rounds, check_two_arms
+from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, check_two_arms, vs_baseline
 from abtest.stats.intervals import RELATIVE_TOLERANCE, check_confidence, holm
 
 NODE = "node"
@@ -286,11 +286,8 @@ def node_interactions(
     """Every non-baseline arm at every size where the baseline has rounds."""
     check_rounds(rounds, metric)
     out = []
-    base_sizes = sorted(int(s) for s in pd.unique(rounds.loc[rounds[ARM] == baseline, SIZE]))
-    for size in base_sizes:
-        for arm in arm_order(rounds):
-            if arm == baseline or not ((rounds[ARM] == arm) & (rounds[SIZE] == size)).any():
-                continue
+    for size, arms in vs_baseline(rounds, baseline):
+        for arm in arms:
             out.append(
                 node_interaction(
                     rounds,

@@ -67,6 +67,33 @@ def arm_order(rounds: pd.DataFrame) -> list[str]:
     return [str(a) for a in pd.unique(rounds[ARM])]
 
 
+def check_baseline(rounds: pd.DataFrame, baseline: str, where: str) -> None:
+    """Raise UserError unless ``baseline`` has rounds: every comparison is made with it."""
+    if not (rounds[ARM] == baseline).any():
+        raise UserError(
+            f"no rounds for baseline arm {baseline!r}",
+            where,
+            f"name one of: {', '.join(arm_order(rounds))}",
+        )
+
+
+def sizes_of(rounds: pd.DataFrame, arm: str) -> list[int]:
+    """The sizes ``arm`` has rounds at, smallest first."""
+    return sorted(int(s) for s in pd.unique(rounds.loc[rounds[ARM] == arm, SIZE]))
+
+
+def vs_baseline(rounds: pd.DataFrame, baseline: str) -> list[tuple[int, list[str]]]:
+    """The tables of a comparison with ``baseline``: each size the baseline has rounds at, with
+    the other arms that have rounds there, in order of first appearance over all ``rounds``."""
+    return [
+        (
+            size,
+            [a for a in arm_order(rounds) if a != baseline and not rows_for(rounds, a, size).empty],
+        )
+        for size in sizes_of(rounds, baseline)
+    ]
+
+
 def finite(value: object) -> object:
     """A result value as JSON takes it: a number that is not finite is None (no NaN in the
     output), an interval or other tuple a list, a numpy scalar a plain number."""

@@ -167,6 +167,24 @@ def pct_change_from_log_ratio(log_ratio: float) -> float:
     return float((np.exp(log_ratio) - 1.0) * 100.0)
 
 
+def pct_reduction_ci(log_ci: tuple[float, float]) -> tuple[float, float]:
+    """A ``log(T/B)`` interval as a percent-reduction interval: a higher ratio is a smaller
+    reduction, so the bounds swap."""
+    lo, hi = log_ci
+    return (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
+
+
+def ratio_and_pct_ci(
+    log_ci: tuple[float, float] | None,
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """A ``log(T/B)`` interval as the ratio's interval and the percent reduction's; both None
+    when there is no interval."""
+    if log_ci is None:
+        return None, None
+    lo, hi = log_ci
+    return (float(np.exp(lo)), float(np.exp(hi))), pct_reduction_ci(log_ci)
+
+
 def lognormal_mean_interval(log_values: ArrayLike, confidence: float) -> TIntervals:
     """Cox's interval for the arithmetic mean of log-normal values, from their logs.
 

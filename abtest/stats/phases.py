@@ -30,10 +30,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from abtest.errors import UserError
 from abtest.stats.compare import Comparison, compare_pair_with_saving
 from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order
+from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order, check_baseline, sizes_of
 from abtest.stats.intervals import check_confidence, holm
 
 ItemKind = Literal["phase", "stage"]
@@ -169,12 +168,7 @@ def where_time_went(
     (``round_id``, ``arm``, ``size``, optional ``block``, ``metric``) and their ``items``
     (``pod_phases`` and ``stage_means`` concatenated)."""
     check_confidence(confidence)
-    if not (rounds[ARM] == baseline).any():
-        raise UserError(
-            f"no rounds for baseline arm {baseline!r}",
-            "where the time went",
-            f"name one of: {', '.join(arm_order(rounds))}",
-        )
+    check_baseline(rounds, baseline, "where the time went")
     keys = [c for c in (ROUND, ARM, SIZE, BLOCK) if c in rounds.columns]
     joined = items.merge(rounds[keys], on=ROUND, how="inner")
     by_item = {
@@ -182,7 +176,7 @@ def where_time_went(
         for (kind, item), group in joined.groupby([KIND, ITEM], sort=True)
     }
     out: list[TimeWent] = []
-    for size in sorted(int(s) for s in pd.unique(rounds.loc[rounds[ARM] == baseline, SIZE])):
+    for size in sizes_of(rounds, baseline):
         at_size = rounds[rounds[SIZE] == size]
         for arm in arm_order(at_size):
             if arm == baseline:

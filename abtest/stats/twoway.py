@@ -40,6 +40,7 @@ from abtest.stats.intervals import (
     lognormal_mean_interval,
     no_variation,
     pct_reduction_from_log_ratio,
+    ratio_and_pct_ci,
 )
 
 WITHOUT, WITH = False, True
@@ -285,11 +286,7 @@ def _interaction(
         confidence=confidence,
         scale="raw",
     )
-    ratio_ci = pct_ci = None
-    if log_ror.ci is not None:
-        lo, hi = log_ror.ci
-        ratio_ci = (float(np.exp(lo)), float(np.exp(hi)))
-        pct_ci = (pct_reduction_from_log_ratio(hi), pct_reduction_from_log_ratio(lo))
+    ratio_ci, pct_ci = ratio_and_pct_ci(log_ror.ci)
     notes = [n for n in (log_ror.note, seconds.note if seconds.ci is None else "") if n]
     return TwoWayInteraction(
         size=size,

@@ -20,6 +20,7 @@ from abtest.stats import (
     welch_contrast,
     welch_t,
 )
+from abtest.stats.intervals import pct_reduction_ci, ratio_and_pct_ci
 
 # ---------------------------------------------------------------- nearest rank
 
@@ -112,6 +113,16 @@ def test_welch_contrast_three_groups_by_hand() -> None:
     assert float(ours.se) == pytest.approx(se)
     assert float(ours.df) == pytest.approx(df)
     assert (float(ours.lo), float(ours.hi)) == pytest.approx((-1.0 - half, -1.0 + half))
+
+
+def test_ratio_and_pct_ci_from_a_log_ratio_interval() -> None:
+    # log(T/B) in [log 0.8, log 0.9]: the ratio in [0.8, 0.9], the reduction in [10 %, 20 %]
+    # (a higher ratio is a smaller reduction: the bounds swap); no interval, neither.
+    ratio_ci, pct_ci = ratio_and_pct_ci((math.log(0.8), math.log(0.9)))
+    assert ratio_ci == pytest.approx((0.8, 0.9))
+    assert pct_ci == pytest.approx((10.0, 20.0))
+    assert pct_reduction_ci((math.log(0.8), math.log(0.9))) == pct_ci
+    assert ratio_and_pct_ci(None) == (None, None)
 
 
 # ---------------------------------------------------------------- compare()
