@@ -69,6 +69,15 @@ Confidence = Annotated[
     float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
 ]
 
+#: where a command that writes a report's files (history, report) puts its folder without --out
+REPORTS = Path("reports")
+
+
+def out_folder(default: str) -> Any:
+    """The --out folder option of a command that writes a report's files (history, report), one
+    flag and wording for both: ``default`` names its folder under reports/ (RUN_ID, ...)."""
+    return typer.Option("--out", "-o", help=f"Folder to write into. Default: reports/{default}/.")
+
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse a file the command is to write that cannot be written (why: output_problem),
