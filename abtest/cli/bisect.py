@@ -18,7 +18,7 @@ from abtest.app.bisect import (
 from abtest.app.bisect_state import METRICS
 from abtest.cli import groups as g
 from abtest.cli import options as o
-from abtest.cli.render import console, err_console, print_json
+from abtest.cli.render import console, print_json, progress
 from abtest.config import numbers as num
 from abtest.report.bisect import exit_code, summary_lines
 
@@ -104,7 +104,7 @@ def bisect(
         resume=resume,
         **live.reach(),
     )
-    model = run_bisect(request, say=lambda m: err_console.print(m, highlight=False))
+    model = run_bisect(request, say=progress)
     if live.json_out:
         print_json(model.to_dict())
     else:

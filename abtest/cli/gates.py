@@ -15,8 +15,6 @@ from abtest.cli.render import console, print_json, print_table
 from abtest.config import numbers as num
 from abtest.config.catalog import load_catalog
 from abtest.config.locations import redact_argv
-from abtest.config.paths import output_problem
-from abtest.errors import UserError
 
 
 @g.SWEEP_INPUTS.into("inputs")
@@ -86,13 +84,8 @@ def gates(
     from abtest.app.gates import GatesRequest, sweep_gates
     from abtest.cli.sweep_progress import SweepDisplay, summary_table
 
-    if run_id_file is not None and (problem := output_problem(run_id_file)):
-        # before the node is touched, not after the run started
-        raise UserError(
-            f"cannot write {run_id_file}: {problem}",
-            "--run-id-file",
-            "give a file path in a folder that exists",
-        )
+    if run_id_file is not None:  # before the node is touched, not after the run started
+        o.check_output_file(run_id_file, "--run-id-file")
     chosen = all_ or names or design or attribution
     request = GatesRequest(
         plan=g.plan_options(names, design, attribution, inputs, schedule)

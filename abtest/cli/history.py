@@ -51,10 +51,7 @@ def history(
         float,
         typer.Option("--max-pvalue", help="Otava's significance level, strictly between 0 and 1."),
     ] = MAX_PVALUE,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Folder to write into. Default: reports/history-NODE/."),
-    ] = None,
+    out: Annotated[Path | None, o.out_folder("history-NODE")] = None,
     json_out: o.Json = False,
     db: o.Db = None,
 ) -> None:
@@ -75,7 +72,7 @@ def history(
         )
     )
     # a node name given or stored never leads the default folder out of reports/
-    out_dir = out if out is not None else derived_dir(Path("reports"), f"history-{h.node}", "--out")
+    out_dir = out if out is not None else derived_dir(o.REPORTS, f"history-{h.node}", "--out")
     written = write(h, out_dir)
     if json_out:
         print_json(to_dict(h))

@@ -9,6 +9,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import typer
@@ -17,6 +18,7 @@ from abtest.config import numbers as num
 from abtest.config.api_latency import FLAG as API_LATENCY_FLAG
 from abtest.config.api_latency import MAX_MS, parse_api_latency
 from abtest.config.k8s_names import namespace_problem
+from abtest.config.paths import output_problem
 from abtest.errors import UserError
 
 if TYPE_CHECKING:
@@ -66,6 +68,25 @@ Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSO
 Confidence = Annotated[
     float, typer.Option("--confidence", help="Two-sided interval level, e.g. 0.95.")
 ]
+
+#: where a command that writes a report's files (history, report) puts its folder without --out
+REPORTS = Path("reports")
+
+
+def out_folder(default: str) -> Any:
+    """The --out folder option of a command that writes a report's files (history, report), one
+    flag and wording for both: ``default`` names its folder under reports/ (RUN_ID, ...)."""
+    return typer.Option("--out", "-o", help=f"Folder to write into. Default: reports/{default}/.")
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse a file the command is to write that cannot be written (why: output_problem),
+    for a command to call before it reads or touches anything, so a typo costs nothing."""
+    if problem := output_problem(path):
+        raise UserError(
+            f"cannot write {path}: {problem}", flag, "give a file path in a folder that exists"
+        )
+
 
 # --- nodes ---------------------------------------------------------------------------------
 Profile = Annotated[

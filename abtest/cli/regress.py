@@ -15,7 +15,7 @@ from abtest.app.regress import RegressRequest, run_regress
 from abtest.cli import groups as g
 from abtest.cli import options as o
 from abtest.cli import sources as s
-from abtest.cli.render import console, echo, err_console, print_json
+from abtest.cli.render import console, echo, err_console, print_json, progress
 from abtest.config import numbers as num
 from abtest.config.paths import write_output
 from abtest.errors import UserError
@@ -118,11 +118,10 @@ def regress(
         seed=seed,
         **live.reach(),
     )
-    say = lambda m: err_console.print(m, highlight=False)  # noqa: E731
     if plan:
         from abtest.app.regress_plan import describe_plan, plan_regress
 
-        report = plan_regress(request, say)
+        report = plan_regress(request, progress)
         for path, flag in ((junit, "--junit"), (summary, "--summary")):
             if path is not None:  # a pipeline that keeps --junit must not read a stale file
                 err_console.print(
@@ -134,7 +133,7 @@ def regress(
         else:
             echo(describe_plan(report), nl=False)
         raise typer.Exit(0)
-    result = run_regress(request, say=say)
+    result = run_regress(request, say=progress)
     _emit(result, junit, summary, live.json_out)
     raise typer.Exit(result.exit_code)
 

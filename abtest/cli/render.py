@@ -85,6 +85,12 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     stream.flush()
 
 
+def progress(line: str) -> None:
+    """A live measurement's progress line (regress, bisect): on stderr, so that stdout holds
+    only the verdict or the JSON; printed as it is, unhighlighted."""
+    err_console.print(line, highlight=False)
+
+
 def print_json(data: Any) -> None:
     # ASCII JSON: every control character and non-ASCII code point is a \u escape
     print(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=True))

@@ -19,8 +19,6 @@ from abtest.report import FORMATS, write_report
 from abtest.report.bisect import write_bisect_report
 from abtest.report.writer import check_formats
 
-REPORTS = Path("reports")
-
 
 def report(
     run_ids: Annotated[
@@ -40,10 +38,7 @@ def report(
             "saving interval exclude 0?); repeat or comma-separate. Default: all but junit.",
         ),
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Folder to write into. Default: reports/RUN_ID/."),
-    ] = None,
+    out: Annotated[Path | None, o.out_folder("RUN_ID")] = None,
     db: o.Db = None,
     baseline: Annotated[
         str | None,
@@ -69,7 +64,7 @@ def report(
         out_dir = out
         check_output_dir(out_dir, "--out")
     else:
-        out_dir = derived_dir(REPORTS, "+".join(run_ids), "--out")
+        out_dir = derived_dir(o.REPORTS, "+".join(run_ids), "--out")
     bisection = bisection_of(db, run_ids)
     if bisection is not None:
         files = write_bisect_report(bisection, out_dir, formats)
@@ -81,8 +76,8 @@ def report(
         return
     model = report_model(db, run_ids, baseline=baseline, confidence=confidence)
     run_id = model.run_id
-    if out is None and out_dir != REPORTS / run_id:
-        out_dir = derived_dir(REPORTS, run_id, "--out")
+    if out is None and out_dir != o.REPORTS / run_id:
+        out_dir = derived_dir(o.REPORTS, run_id, "--out")
     written = write_report(model, out_dir, formats)
     console.print(f"report of run {run_id} written to {out_dir}/", highlight=False)
     for file in written:

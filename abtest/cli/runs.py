@@ -11,8 +11,6 @@ import typer
 from abtest.app.runs import export_to_file, import_from_file, stored_runs
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
-from abtest.config.paths import output_problem
-from abtest.errors import UserError
 from abtest.results import records
 
 app = typer.Typer(
@@ -141,10 +139,7 @@ def export(
 ) -> None:
     """Write runs (every row they own: arms, visits, rounds, pods, events, metrics) to a
     file that `abtest runs import` reads into another database, e.g. the team's."""
-    if problem := output_problem(out):  # before the database is read
-        raise UserError(
-            f"cannot write {out}: {problem}", "--out", "give a file path in a folder that exists"
-        )
+    o.check_output_file(out, "--out")  # before the database is read
     count = export_to_file(db, run_ids, out)
     console.print(f"{count} run(s) written to {out}", highlight=False)
 

@@ -63,29 +63,6 @@ Size = Annotated[
 ]
 
 
-def rounds_source(
-    csv: Path | None,
-    *,
-    kube_burner: Path | None,
-    clusterloader2: Path | None,
-    arms: list[str] | None,
-    job: str | None,
-    block: str | None,
-    size: int | None,
-    latency: str | None,
-) -> RoundsSource:
-    return RoundsSource(
-        csv=csv,
-        kube_burner=kube_burner,
-        clusterloader2=clusterloader2,
-        arms=tuple(arms or ()),
-        job=job,
-        block=block,
-        size=size,
-        latency=latency,
-    )
-
-
 # --- rounds another tool measured (analyze, regress) ----------------------------------------
 
 
@@ -98,11 +75,11 @@ def _other_tools(
     run_size: int | None,
     latency: str | None,
 ) -> RoundsSource:
-    return rounds_source(
-        None,
+    return RoundsSource(
+        csv=None,
         kube_burner=kube_burner,
         clusterloader2=clusterloader2,
-        arms=arm_globs,
+        arms=tuple(arm_globs or ()),
         job=job,
         block=block,
         size=run_size,
