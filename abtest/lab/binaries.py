@@ -177,7 +177,7 @@ def _build_missing(
     )
     kube = [m for m in missing if m in KUBE_COMMANDS]
     modules = _modules_to_fetch(release, kube, missing)
-    progress = BuildProgress.plan(
+    progress = BuildProgress.for_steps(
         (["modules"] if modules else []) + build_steps(missing),
         emit,
         cache_root() / "build-times.json",

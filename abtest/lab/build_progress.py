@@ -90,7 +90,7 @@ class BuildProgress:
     _last_line: float = field(default=0.0, repr=False)  # elapsed at the last plain line
 
     @classmethod
-    def plan(
+    def for_steps(
         cls,
         names: Sequence[str],
         say: Callable[[str], None],
@@ -98,6 +98,7 @@ class BuildProgress:
         live: bool | None = None,
         what: str = "",
     ) -> BuildProgress:
+        """The steps ``names``, each estimated from its last recorded time (else a default)."""
         known = _read_times(times_file)
         steps = [Step(n, known.get(n, DEFAULT_ESTIMATES_S.get(n, 120.0))) for n in names]
         return cls(steps, say, times_file, sys.stdout.isatty() if live is None else live, what)

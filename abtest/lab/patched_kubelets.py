@@ -128,7 +128,7 @@ def go_test_series(
 def _progress(
     steps: list[str], say: Callable[[str], None], live: bool | None, what: str
 ) -> BuildProgress:
-    return BuildProgress.plan(
+    return BuildProgress.for_steps(
         ["modules", "patches", *steps], say, cache_root() / "build-times.json", live, what
     )
 
