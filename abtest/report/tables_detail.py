@@ -10,7 +10,13 @@ from abtest.analysis.report_model import METRIC_LABELS, ReportModel
 from abtest.report.fmt import DASH, Table, make_table, ms, num, p_value, with_ci
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
-    from abtest.stats import Attribution, Comparison, FactorialEffects
+    from abtest.stats import (
+        Attribution,
+        Comparison,
+        FactorAttribution,
+        FactorialEffects,
+        NonAdditivity,
+    )
 
 
 def _saving(c: Comparison) -> str:
@@ -21,26 +27,33 @@ def _pct(c: Comparison) -> str:
     return with_ci(c.pct_reduction, c.pct_ci, c.pct_note, 1, sign=True)
 
 
-def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
-    has_marginal = any(f.marginal is not None for f in a.factors)
-    # The single arm's name is only worth a column when it is not the usual "+Factor".
-    odd_names = any(f.single_arm not in (None, "+" + f.factor) for f in a.factors)
-    rows = []
-    for f in a.factors:
-        row = [f.factor, f.single_arm or DASH] if odd_names else [f.factor]
+def _has_odd_names(a: Attribution) -> bool:
+    """The single arm's name is only worth a column when it is not the usual "+Factor"."""
+    return any(f.single_arm not in (None, "+" + f.factor) for f in a.factors)
+
+
+def _has_marginal(a: Attribution) -> bool:
+    return any(f.marginal is not None for f in a.factors)
+
+
+def _attribution_row(f: FactorAttribution, odd_names: bool, has_marginal: bool) -> list[str]:
+    row = [f.factor, f.single_arm or DASH] if odd_names else [f.factor]
+    row += [
+        _saving(f.alone) if f.alone else DASH,
+        _pct(f.alone) if f.alone else DASH,
+        p_value(f.alone.p_adjusted) if f.alone else DASH,
+    ]
+    if has_marginal:
         row += [
-            _saving(f.alone) if f.alone else DASH,
-            _pct(f.alone) if f.alone else DASH,
-            p_value(f.alone.p_adjusted) if f.alone else DASH,
+            _saving(f.marginal) if f.marginal else DASH,
+            p_value(f.marginal.p_adjusted) if f.marginal else DASH,
         ]
-        if has_marginal:
-            row += [
-                _saving(f.marginal) if f.marginal else DASH,
-                p_value(f.marginal.p_adjusted) if f.marginal else DASH,
-            ]
-        share = with_ci(f.share_s, f.share_ci) if f.share_ci else num(f.share_s)
-        row += [share, num(f.share_pct, 1)]
-        rows.append(row)
+    share = with_ci(f.share_s, f.share_ci) if f.share_ci else num(f.share_s)
+    row += [share, num(f.share_pct, 1)]
+    return row
+
+
+def _attribution_columns(a: Attribution, ci: str, odd_names: bool, has_marginal: bool) -> list[str]:
     columns = ["Factor", "Single arm"] if odd_names else ["Factor"]
     columns += [
         f"Alone: saving s [{ci} CI]",
@@ -55,6 +68,32 @@ def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
         "unavailable": "Share s",
     }[a.share_method]
     columns += [share_kind, "Share %"]
+    return columns
+
+
+def _non_additivity_note(na: NonAdditivity) -> str:
+    rounds_used = "the same complete blocks" if na.method == "paired" else "the same rounds"
+    all_rounds = ""
+    if not (
+        math.isclose(na.combined_saving_all_rounds_s, na.combined_saving_s, abs_tol=5e-4)
+        and math.isclose(na.sum_of_singles_all_rounds_s, na.sum_of_singles_s, abs_tol=5e-4)
+    ):
+        # Shown, but labelled: it is not what the interval was computed from.
+        all_rounds = (
+            f" (all rounds, not the interval's: combined "
+            f"{num(na.combined_saving_all_rounds_s)} s, sum of singles "
+            f"{num(na.sum_of_singles_all_rounds_s)} s)"
+        )
+    return (
+        f"Non-additivity (combined saving - sum of single savings): "
+        f"{with_ci(na.excess_s, na.excess_ci, na.note, 3, sign=True)} s, "
+        f"p {p_value(na.p_value)} ({na.method}); from {rounds_used}: combined "
+        f"{num(na.combined_saving_s)} s, sum of singles {num(na.sum_of_singles_s)} s"
+        f"{all_rounds}. > 0: the factors help each other; < 0: they overlap."
+    )
+
+
+def _attribution_notes(a: Attribution, has_marginal: bool) -> list[str]:
     singles = sum(f.alone is not None for f in a.factors)
     notes = [
         f"Alone p (Holm): Holm over the {singles} single-factor arms at this size, not the "
@@ -72,37 +111,24 @@ def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
             f"Arm {a.combined_arm} (every factor on) vs {a.baseline}: saving "
             f"{_saving(a.combined)} s, reduction {_pct(a.combined)} %."
         )
-    na = a.non_additivity
-    if na is not None:
-        rounds_used = "the same complete blocks" if na.method == "paired" else "the same rounds"
-        all_rounds = ""
-        if not (
-            math.isclose(na.combined_saving_all_rounds_s, na.combined_saving_s, abs_tol=5e-4)
-            and math.isclose(na.sum_of_singles_all_rounds_s, na.sum_of_singles_s, abs_tol=5e-4)
-        ):
-            # Shown, but labelled: it is not what the interval was computed from.
-            all_rounds = (
-                f" (all rounds, not the interval's: combined "
-                f"{num(na.combined_saving_all_rounds_s)} s, sum of singles "
-                f"{num(na.sum_of_singles_all_rounds_s)} s)"
-            )
-        notes.append(
-            f"Non-additivity (combined saving - sum of single savings): "
-            f"{with_ci(na.excess_s, na.excess_ci, na.note, 3, sign=True)} s, "
-            f"p {p_value(na.p_value)} ({na.method}); from {rounds_used}: combined "
-            f"{num(na.combined_saving_s)} s, sum of singles {num(na.sum_of_singles_s)} s"
-            f"{all_rounds}. > 0: the factors help each other; < 0: they overlap."
-        )
+    if a.non_additivity is not None:
+        notes.append(_non_additivity_note(a.non_additivity))
     if a.share_method == "shapley":
         notes.append("Shares are exact Shapley values (every subset of the factors measured).")
     notes.append(a.note[:1].upper() + a.note[1:])
+    return notes
+
+
+def attribution_table(model: ReportModel, a: Attribution, ci: str) -> Table:
+    has_marginal = _has_marginal(a)
+    odd_names = _has_odd_names(a)
     return make_table(
         key=f"attribution-{a.metric.removesuffix('_s').replace('_', '-')}-{a.size}",
         title=f"Attribution, {METRIC_LABELS[a.metric].lower()}, {a.size} pods",
-        columns=columns,
-        rows=rows,
+        columns=_attribution_columns(a, ci, odd_names, has_marginal),
+        rows=[_attribution_row(f, odd_names, has_marginal) for f in a.factors],
         left=2 if odd_names else 1,
-        notes=notes,
+        notes=_attribution_notes(a, has_marginal),
     )
 
 

@@ -285,42 +285,45 @@ def _share(c: ItemChange) -> str:
     return DASH if c.share_pct is None else f"{round(c.share_pct) + 0.0:.0f}"
 
 
-def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
-    arm, base = went[0].arm, went[0].baseline
+def _batch_row(w: TimeWent) -> list[str]:
+    b = w.batch
+    return [
+        str(w.size),
+        "batch ready time",
+        "batch",
+        num(b.baseline_mean_matched * 1000.0, 1),
+        num(b.treatment_mean_matched * 1000.0, 1),
+        _ms_ci(b.savings_s, b.savings_ci, b.savings_note),
+        "100" if w.clear else DASH,
+        p_value(w.batch_p_seconds),
+    ]
+
+
+def _item_row(size: int, c: ItemChange) -> list[str]:
+    return [
+        str(size),
+        item_label(c),
+        c.kind,
+        num(c.baseline_mean * 1000.0, 1),
+        num(c.arm_mean * 1000.0, 1),
+        _ms_ci(c.saving_s, c.ci, c.note),
+        _share(c),
+        p_value(c.p_value),
+    ]
+
+
+def _time_went_rows(went: list[TimeWent]) -> list[list[str]]:
+    """Per size: the batch row, then its phases and the stages shown."""
     rows: list[list[str]] = []
-    unclear: list[str] = []
-    apart: list[str] = []  # sizes where the phases do not add up to the latency
     for w in went:
-        b = w.batch
-        rows.append(
-            [
-                str(w.size),
-                "batch ready time",
-                "batch",
-                num(b.baseline_mean_matched * 1000.0, 1),
-                num(b.treatment_mean_matched * 1000.0, 1),
-                _ms_ci(b.savings_s, b.savings_ci, b.savings_note),
-                "100" if w.clear else DASH,
-                p_value(w.batch_p_seconds),
-            ]
-        )
-        if not w.clear:
-            unclear.append(str(w.size))
-        if not w.phases_add_up:
-            apart.append(str(w.size))
-        for c in (*w.phases, *_shown_stages(w)):
-            rows.append(
-                [
-                    str(w.size),
-                    item_label(c),
-                    c.kind,
-                    num(c.baseline_mean * 1000.0, 1),
-                    num(c.arm_mean * 1000.0, 1),
-                    _ms_ci(c.saving_s, c.ci, c.note),
-                    _share(c),
-                    p_value(c.p_value),
-                ]
-            )
+        rows.append(_batch_row(w))
+        rows.extend(_item_row(w.size, c) for c in (*w.phases, *_shown_stages(w)))
+    return rows
+
+
+def _time_went_notes(went: list[TimeWent], base: str, ci: str) -> list[str]:
+    unclear = [str(w.size) for w in went if not w.clear]
+    apart = [str(w.size) for w in went if not w.phases_add_up]  # the phases miss the latency
     notes = [
         f"Saving = {base} - arm in milliseconds (positive: the arm spends less time there), "
         f"{ci} t-intervals paired by block like the savings tables, one per row, not adjusted "
@@ -351,6 +354,11 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
             "0 (or there is none), so a share of it would be noise; rows are ranked by the size "
             "of their change instead."
         )
+    return notes
+
+
+def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
+    arm, base = went[0].arm, went[0].baseline
     return make_table(
         key=f"time-went-{_slug(arm)}",
         title=f"Where the time went: {arm} vs {base}",
@@ -364,9 +372,9 @@ def _time_went(model: ReportModel, went: list[TimeWent], ci: str) -> Table:
             "Share %",
             "p",
         ],
-        rows=rows,
+        rows=_time_went_rows(went),
         left=2,
-        notes=notes,
+        notes=_time_went_notes(went, base, ci),
     )
 
 

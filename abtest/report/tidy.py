@@ -114,63 +114,14 @@ def frames(model: ReportModel) -> dict[str, pd.DataFrame]:
         "comparisons": pd.DataFrame(
             [_comparison_row(c, model.detectable_for(c)) for c in model.comparisons]
         ),
-        "arm_summary": pd.DataFrame(
-            [
-                {
-                    **{k: v for k, v in plain(m).items() if k != "ci"},
-                    **_interval_columns("mean_ci", m.ci),
-                }
-                for m in model.arm_metrics
-            ]
-        ),
-        "rounds": model.rounds[[c for c in ROUND_COLUMNS if c in model.rounds.columns]].rename(
-            columns={"id": "round_id"}
-        ),
+        "arm_summary": pd.DataFrame(_arm_summary_rows(model)),
+        "rounds": _all_rounds(model),
         "rounds_analysed": _analysed_rounds(model),
         "pods": model.pods,
         "attribution": pd.DataFrame(_attribution_rows(model)),
-        "non_additivity": pd.DataFrame(
-            [
-                {
-                    "metric": a.metric,
-                    "size": a.size,
-                    "combined_arm": a.combined_arm,
-                    **{k: v for k, v in plain(a.non_additivity).items() if k != "excess_ci"},
-                    **_interval_columns("excess_ci", a.non_additivity.excess_ci),
-                }
-                for a in model.attributions
-                if a.non_additivity is not None
-            ]
-        ),
-        "factorial": pd.DataFrame(
-            [
-                {
-                    "metric": f.metric,
-                    "size": f.size,
-                    "term": " x ".join(e.term),
-                    "kind": "main" if len(e.term) == 1 else "interaction",
-                    "log_effect": e.log_effect,
-                    **_interval_columns("log_ci", e.log_ci),
-                    "pct_reduction": e.pct_reduction,
-                    **_interval_columns("pct_ci", e.pct_ci),
-                    "p_value": e.p_value,
-                    "residual_df": f.residual_df,
-                    "blocked": f.blocked,
-                    "note": f.note,
-                }
-                for f in model.factorial
-                for e in (*f.main, *f.interactions)
-            ]
-        ),
-        "acceptance": pd.DataFrame(
-            [
-                {
-                    **{k: v for k, v in plain(r).items() if k != "reasons"},
-                    "reasons": "; ".join(f"{why} ({n})" for why, n in r.reasons),
-                }
-                for r in model.acceptance
-            ]
-        ),
+        "non_additivity": pd.DataFrame(_non_additivity_rows(model)),
+        "factorial": pd.DataFrame(_factorial_rows(model)),
+        "acceptance": pd.DataFrame(_acceptance_rows(model)),
         "kubelet_stages": pd.DataFrame([plain(s) for s in model.stages]),
         "events_per_pod": pd.DataFrame([plain(e) for e in model.events]),
         "api_requests_per_pod": pd.DataFrame([plain(r) for r in model.api_requests]),
@@ -180,6 +131,63 @@ def frames(model: ReportModel) -> dict[str, pd.DataFrame]:
         **reference_frames(model),
     }
     return {name: frame for name, frame in out.items() if not frame.empty}
+
+
+def _arm_summary_rows(model: ReportModel) -> list[dict[str, Any]]:
+    return [
+        {**{k: v for k, v in plain(m).items() if k != "ci"}, **_interval_columns("mean_ci", m.ci)}
+        for m in model.arm_metrics
+    ]
+
+
+def _all_rounds(model: ReportModel) -> pd.DataFrame:
+    columns = [c for c in ROUND_COLUMNS if c in model.rounds.columns]
+    return model.rounds[columns].rename(columns={"id": "round_id"})
+
+
+def _non_additivity_rows(model: ReportModel) -> list[dict[str, Any]]:
+    return [
+        {
+            "metric": a.metric,
+            "size": a.size,
+            "combined_arm": a.combined_arm,
+            **{k: v for k, v in plain(a.non_additivity).items() if k != "excess_ci"},
+            **_interval_columns("excess_ci", a.non_additivity.excess_ci),
+        }
+        for a in model.attributions
+        if a.non_additivity is not None
+    ]
+
+
+def _factorial_rows(model: ReportModel) -> list[dict[str, Any]]:
+    return [
+        {
+            "metric": f.metric,
+            "size": f.size,
+            "term": " x ".join(e.term),
+            "kind": "main" if len(e.term) == 1 else "interaction",
+            "log_effect": e.log_effect,
+            **_interval_columns("log_ci", e.log_ci),
+            "pct_reduction": e.pct_reduction,
+            **_interval_columns("pct_ci", e.pct_ci),
+            "p_value": e.p_value,
+            "residual_df": f.residual_df,
+            "blocked": f.blocked,
+            "note": f.note,
+        }
+        for f in model.factorial
+        for e in (*f.main, *f.interactions)
+    ]
+
+
+def _acceptance_rows(model: ReportModel) -> list[dict[str, Any]]:
+    return [
+        {
+            **{k: v for k, v in plain(r).items() if k != "reasons"},
+            "reasons": "; ".join(f"{why} ({n})" for why, n in r.reasons),
+        }
+        for r in model.acceptance
+    ]
 
 
 def _analysed_rounds(model: ReportModel) -> pd.DataFrame:
