@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from abtest.config import datafiles
 from abtest.config import numbers as num
@@ -109,6 +110,31 @@ def load_profile(name_or_path: str, base: Path | None = None) -> NodeProfile:
 
 def parse_profile(path: Path) -> NodeProfile:
     text = read_text(path, "node profile")  # once: what is checked is what is stored
+    sections = _profile_sections(text, path)
+    port = _checked_ssh_port(sections.ssh)
+    _check_ssh_names(sections.ssh)
+    lock_path = _checked_lock_path(sections.top)
+    node_name = _checked_node_name(sections.top)
+    _check_removers(sections.commands)
+    _check_sandbox_listing(sections.commands)
+    _check_handler_listing(sections.commands)
+    _check_sandbox_stop(sections.commands)
+    _check_kubelet_paths(sections.kubelet)
+    _check_node_commands(sections.kubelet, sections.commands)
+    return _profile_from(path, text, sections, port, node_name, lock_path)
+
+
+class _Sections(NamedTuple):
+    """A profile's mapping and its ``ssh``, ``kubelet`` and ``commands`` sub-mappings."""
+
+    top: Fields
+    ssh: Fields
+    kubelet: Fields
+    commands: Fields
+
+
+def _profile_sections(text: str, path: Path) -> _Sections:
+    """The profile's sections, each holding only the keys it allows (no ssh password)."""
     top = Fields(yaml_mapping(text, path), path)
     top.only(
         {
@@ -157,26 +183,44 @@ def parse_profile(path: Path) -> NodeProfile:
             "container_starts",
         }
     )
+    return _Sections(top, ssh, kubelet, commands)
+
+
+def _checked_ssh_port(ssh: Fields) -> int | None:
     port = ssh.data.get("port")
     if port is not None and (problem := port_problem(port)):
         raise ssh.error("port", problem, "a TCP port, 1-65535 (or leave it out for 22)")
+    return port
+
+
+def _check_ssh_names(ssh: Fields) -> None:
     for key, check in (("host", host_problem), ("user", user_problem)):
         if key in ssh.data and (problem := check(ssh.data[key])):
             raise ssh.error(key, problem, "give the name as `ssh` takes it")
+
+
+def _checked_lock_path(top: Fields) -> str:
     lock_path = top.text("lock_path", default="/var/lib/abtest/node.lock")
     if problem := node_path_problem(lock_path):
         raise top.error("lock_path", problem, NODE_PATH_TODO)
+    return lock_path
+
+
+def _checked_node_name(top: Fields) -> str:
     node_name = top.text("node_name", required=True)
     if problem := node_name_problem(node_name):
         raise top.error("node_name", problem, NODE_NAME_TODO)
-    _check_removers(commands)
-    _check_sandbox_listing(commands)
-    _check_handler_listing(commands)
-    _check_sandbox_stop(commands)
+    return node_name
+
+
+def _check_kubelet_paths(kubelet: Fields) -> None:
     for key in ("config_path", "binary_path", "builds_dir"):
         value = kubelet.text(key, required=key != "builds_dir", default="/")
         if problem := node_path_problem(value):
             raise kubelet.error(key, problem, NODE_PATH_TODO)
+
+
+def _check_node_commands(kubelet: Fields, commands: Fields) -> None:
     # every command runs in a shell on the node: given, it is not empty, NUL or CR
     for key in ("log_command", "status_command", "pid_command"):
         kubelet.command(key)
@@ -189,21 +233,21 @@ def parse_profile(path: Path) -> NodeProfile:
             "print `crictl inspect -q` of the containers labelled "
             "io.kubernetes.pod.namespace={namespace} (see docs/reports.md)",
         )
+
+
+def _profile_from(
+    path: Path, text: str, sections: _Sections, port: int | None, node_name: str, lock_path: str
+) -> NodeProfile:
+    """The profile of checked sections. The fields not checked before (ssh.host, the flags,
+    health_timeout_s, kubelet.build) are read here in this order: the first bad one is raised."""
+    top, ssh, kubelet, commands = sections
     return NodeProfile(
         name=top.text("profile", default=path.stem),
         source=str(path),
         node_name=node_name,
         kubeconfig=_expand(top.opt_text("kubeconfig")),
         kube_context=top.opt_text("context"),
-        ssh=SSHTarget(
-            host=ssh.text("host", required=True),
-            port=port,
-            user=ssh.opt_text("user"),
-            key_file=_expand(ssh.opt_text("key")),
-            use_agent=ssh.flag("agent", default=True),
-            known_hosts=_expand(ssh.opt_text("known_hosts")),
-            config_file=_expand(ssh.opt_text("config")),
-        ),
+        ssh=_ssh_target(ssh, port),
         sudo=top.flag("sudo", default=True),
         kubelet_config_path=kubelet.text("config_path", required=True),
         kubelet_binary_path=kubelet.text("binary_path", required=True),
@@ -229,6 +273,18 @@ def parse_profile(path: Path) -> NodeProfile:
         container_starts_command=commands.opt_text("container_starts"),
         round_sandboxes_command=commands.opt_text("round_sandboxes"),
         sandbox_stop_command=commands.opt_text("sandbox_stop"),
+    )
+
+
+def _ssh_target(ssh: Fields, port: int | None) -> SSHTarget:
+    return SSHTarget(
+        host=ssh.text("host", required=True),
+        port=port,
+        user=ssh.opt_text("user"),
+        key_file=_expand(ssh.opt_text("key")),
+        use_agent=ssh.flag("agent", default=True),
+        known_hosts=_expand(ssh.opt_text("known_hosts")),
+        config_file=_expand(ssh.opt_text("config")),
     )
 
 

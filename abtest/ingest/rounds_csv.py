@@ -54,9 +54,21 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise UserError("no such file", where, "give the path of a rounds CSV")
     text = _read(path, where)
+    raw = _parse_cells(text, where)
+    _check_header(text, where)
+    raw = _rows_by_line(raw)
+    _require_arm_and_size(raw, where)
+    _unescape_text_columns(raw)
+    present = _metric_columns(raw, where)
+    _require_two_rounds(raw, where)
+    _check_duplicates(raw, where)
+    return _rounds_frame(raw, present, where)
+
+
+def _parse_cells(text: str, where: str) -> pd.DataFrame:
+    """Every cell as text, blank lines kept, so errors can quote the cell and its line."""
     try:
-        # Everything as text, blank lines kept, so errors can quote the cell and its line.
-        raw = pd.read_csv(
+        return pd.read_csv(
             io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False
         )
     except pd.errors.EmptyDataError:
@@ -64,22 +76,37 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
     except pd.errors.ParserError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable CSV ({reason})", where, HEADER_HINT) from None
-    _check_header(text, where)
+
+
+def _rows_by_line(raw: pd.DataFrame) -> pd.DataFrame:
+    """Names and cells stripped, each row indexed by its line in the file, blank rows dropped."""
     raw.columns = [str(c).strip() for c in raw.columns]
     raw = raw.fillna("").apply(lambda column: column.str.strip())
     # Data row i is on line i + 2 (line 1 is the header); keep that before dropping blank lines.
     raw.index = raw.index + 2
-    raw = raw[(raw != "").any(axis=1)]
+    return raw[(raw != "").any(axis=1)]
 
+
+def _require_arm_and_size(raw: pd.DataFrame, where: str) -> None:
     missing = [c for c in (ARM, SIZE) if c not in raw.columns]
     if missing:
         raise UserError(f"no column {', '.join(missing)}", where, HEADER_HINT)
+
+
+def _unescape_text_columns(raw: pd.DataFrame) -> None:
     for column in (ARM, BLOCK):  # an arm abtest wrote as '+X (a spreadsheet's formula mark)
         if column in raw.columns:
             raw[column] = raw[column].map(unescape_cell)
+
+
+def _metric_columns(raw: pd.DataFrame, where: str) -> list[str]:
     present = [m for m in METRICS if m in raw.columns]
     if not present:
         raise UserError("no metric column", where, HEADER_HINT)
+    return present
+
+
+def _require_two_rounds(raw: pd.DataFrame, where: str) -> None:
     if raw.empty:
         raise UserError("no rounds, only a header", where, "add one row per measured round")
     if len(raw) < 2:
@@ -89,8 +116,10 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
             "measure at least 2 rounds per arm (5 blocks is a good start)",
         )
 
-    _check_duplicates(raw, where)
 
+def _rounds_frame(raw: pd.DataFrame, present: list[str], where: str) -> pd.DataFrame:
+    """The typed frame of ``raw``'s rows; a metric with a bad cell is left out, its error kept
+    in ``attrs`` for :func:`require_metrics`."""
     rounds = pd.DataFrame(index=raw.index)
     rounds[ARM] = _text_column(raw, ARM, where)
     rounds[SIZE] = _size_column(raw, where)
