@@ -67,6 +67,7 @@ def load_rounds_csv(path: Path) -> pd.DataFrame:
 
 def _parse_cells(text: str, where: str) -> pd.DataFrame:
     """Every cell as text, blank lines kept, so errors can quote the cell and its line."""
+    _refuse_wide_rows(text, where)
     try:
         return pd.read_csv(
             io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False
@@ -76,6 +77,24 @@ def _parse_cells(text: str, where: str) -> pd.DataFrame:
     except pd.errors.ParserError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable CSV ({reason})", where, HEADER_HINT) from None
+
+
+def _refuse_wide_rows(text: str, where: str) -> None:
+    """A row with more cells than the header: pandas would take its first cells as the row's
+    index and shift every column, so it is refused with its line, not read."""
+    try:
+        rows = csv.reader(io.StringIO(text))
+        header = next(rows, None)
+        for row in rows:
+            if header is not None and len(row) > len(header):
+                line = rows.line_num
+                raise UserError(
+                    f"line {line} has {len(row)} cells, the header {len(header)}",
+                    where,
+                    "give every row the header's columns; a stray comma adds one",
+                )
+    except csv.Error:
+        return  # pandas' own reading names what is wrong with the file
 
 
 def _rows_by_line(raw: pd.DataFrame) -> pd.DataFrame:

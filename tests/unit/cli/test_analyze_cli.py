@@ -196,7 +196,11 @@ HEADER = "arm,size,block,batch_ready_s\n"
         (HEADER + "baseline,50,1,2.0\nbaseline,50.5,2,2.0\n", "whole number"),
         (HEADER + "baseline,50,1,2.0\n,50,2,2.0\n", "line 3, column arm"),
         (HEADER + "baseline,50,1,2.0\nbaseline,50,,2.0\n", "line 3, column block"),
-        (HEADER + "baseline,50,1,2.0\nbaseline,50,2,2.0,9,9\n", "not a readable CSV"),
+        (HEADER + "baseline,50,1,2.0\nbaseline,50,2,2.0,9,9\n", "line 3 has 6 cells, the header 4"),
+        # wider from its first row: pandas took the extra cells as an index (a TypeError)
+        (HEADER + "baseline,50,1,2.0,x\nbaseline,50,2,2.0\n", "line 2 has 5 cells, the header 4"),
+        (HEADER + "baseline,50,1,2.0,\nbaseline,50,2,2.0,\n", "line 2 has 5 cells"),
+        ('arm,size,block,batch_ready_s\n"a\nb",50,1,2.0\nbaseline,50,2,2.0,1\n', "line 4 has 5"),
         (HEADER + "treat,50,1,2.0\ntreat,50,2,2.1\n", "no rounds for the baseline arm"),
         (HEADER + "baseline,50,1,2.0\nbaseline,50,2,2.1\n", "nothing to compare"),
     ],
