@@ -27,6 +27,7 @@ differences divided by ``sqrt(2)``, so both definitions agree.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,9 +124,18 @@ def detectable(
     return Detectable(d, pct_of_log(d), n_blocks, sd_log_diff, confidence, power)
 
 
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)
+
+
 def pct_of_log(effect_log: float) -> float:
-    """A log effect as the percent change it is at least, in either direction."""
-    return math.inf if math.isinf(effect_log) else (math.exp(effect_log) - 1.0) * 100.0
+    """A log effect as the percent change it is at least, in either direction.
+
+    Two blocks that disagree by a third give a detectable log effect in the thousands (the t on
+    one degree of freedom); its percent is past any float, and "no change is detectable" is inf.
+    """
+    if effect_log >= _LOG_FLOAT_MAX:
+        return math.inf
+    return (math.exp(effect_log) - 1.0) * 100.0
 
 
 def log_of_pct(pct: float) -> float:

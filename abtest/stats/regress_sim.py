@@ -60,8 +60,10 @@ def regress_outcome(
         result = paired_coarse(look, SLOWDOWN, step, level, log=True).intervals
         # no variation at all is no interval (INCONCLUSIVE), as in ``estimate_contrast``
         spread = np.where(result.se > 0, 0.0, np.nan)
-        lo = (np.exp(result.lo + spread) - 1.0) * 100.0
-        hi = (np.exp(result.hi + spread) - 1.0) * 100.0
+        # two wild blocks at a strict look reach past exp's range: their bound is inf, as it is
+        with np.errstate(over="ignore"):
+            lo = (np.exp(result.lo + spread) - 1.0) * 100.0
+            hi = (np.exp(result.hi + spread) - 1.0) * 100.0
         overall = classify(lo, hi, margin_pct).max(axis=1)
         final = np.asarray(np.where(undecided, overall, final), dtype=np.float64)
         stops = undecided & (overall != 1)

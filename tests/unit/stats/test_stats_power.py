@@ -266,3 +266,11 @@ def test_analyze_terminal_and_json_carry_the_achieved_mde(
     assert float(line.split(",")[header.split(",").index("mde_pct")]) == pytest.approx(
         found.mde_pct
     )
+
+
+def test_two_blocks_that_disagree_at_a_strict_look_detect_nothing_rather_than_crash() -> None:
+    # CI's A/A on the lab: two blocks (-31 % and +21 %) at the first look of a 0.999 gate; the
+    # detectable log effect is past exp's range, and the report says inf, not OverflowError
+    found = detectable(0.364, 2, 0.99995)
+    assert found.mde_log > 709.8
+    assert found.mde_pct == math.inf

@@ -237,3 +237,24 @@ def test_settle_blocks_is_the_first_block_count_that_clears(
         assert want is None
     elif estimate == 0.2 and width == 0.01:
         assert want == n + 1
+
+
+def test_the_ci_a_over_a_first_look_is_inconclusive_with_no_sensitivity_not_a_crash() -> None:
+    # the lab's A/A that crashed CI: two blocks, -26.5 % and +23.0 %, at look 1 of 2 of a 0.999
+    # gate over two metrics; a detectable change past exp's range is "none", and the look is
+    # INCONCLUSIVE
+    rounds = _frame(np.array([2.072, 1.502]), np.array([1.523, 1.848]), size=10)
+    found = regression_decision(
+        rounds,
+        reference="ref",
+        candidate="cand",
+        size=10,
+        metric="batch_ready_s",
+        margin_pct=MARGIN,
+        confidence=0.999,
+        look=1,
+        max_looks=2,
+        decisions=2,
+    )
+    assert found.verdict == "INCONCLUSIVE"
+    assert found.mde_pct == math.inf
