@@ -44,7 +44,15 @@ class FactorKind:
             raise f.error("name", f"invalid factor name {name!r}", "use letters, digits, _ . -")
 
     def read_param(self, f: Fields) -> str | None:
-        return None
+        """The value of the kind's own key (``param``): required text the kind checks."""
+        if self.param is None:
+            return None
+        value = f.text(self.param, required=True)
+        self.check_param(f, value)
+        return value
+
+    def check_param(self, f: Fields, value: str) -> None:
+        """Refuse a ``param`` value the kind cannot use (raise ``f.error(self.param, ...)``)."""
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         raise NotImplementedError
@@ -71,3 +79,11 @@ class FactorKind:
         self, design: str, factors: Sequence[Factor], ons: Sequence[frozenset[str]]
     ) -> None:
         """Refuse a design this kind cannot run (``ons``: each arm's turned-on factor names)."""
+
+
+class PodSpecKind(FactorKind):
+    """A kind that changes what the pods carry (a pod spec field, an annotation, the
+    RuntimeClass): the pod is the component it changes, and an arm needs no kubelet restart."""
+
+    component = "pod"
+    pod_spec = True

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, PodPart
 from abtest.config.k8s_names import ANNOTATION_TODO, annotation_key_problem
-from abtest.config.kinds.base import FactorKind
+from abtest.config.kinds.base import PodSpecKind
 from abtest.config.kinds.levels import string
 from abtest.config.yaml_checks import Fields
 
@@ -14,17 +14,13 @@ if TYPE_CHECKING:
     from abtest.config.factor_levels import Factor
 
 
-class PodAnnotation(FactorKind):
+class PodAnnotation(PodSpecKind):
     name = "pod_annotation"
     param = "annotation"
-    component = "pod"
-    pod_spec = True
 
-    def read_param(self, f: Fields) -> str:
-        key = f.text("annotation", required=True)
-        if problem := annotation_key_problem(key):
+    def check_param(self, f: Fields, value: str) -> None:
+        if problem := annotation_key_problem(value):
             raise f.error("annotation", problem, ANNOTATION_TODO)
-        return key
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         return string(f, "on", "an annotation value"), string(f, "off", "an annotation value")

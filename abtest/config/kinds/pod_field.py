@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, PodPart
 from abtest.config.full_match import whole
-from abtest.config.kinds.base import FactorKind
+from abtest.config.kinds.base import PodSpecKind
 from abtest.config.kinds.levels import scalar
 from abtest.config.pod_spec import POD_SPEC_FIELDS, SCALAR_TYPES
 from abtest.config.yaml_checks import Fields
@@ -31,14 +31,11 @@ NOT_YOURS = {
 }
 
 
-class PodField(FactorKind):
+class PodField(PodSpecKind):
     name = "pod_field"
     param = "field"
-    component = "pod"
-    pod_spec = True
 
-    def read_param(self, f: Fields) -> str:
-        field = f.text("field", required=True)
+    def check_param(self, f: Fields, field: str) -> None:
         if not whole(FIELD_NAME, field):
             raise f.error(
                 "field",
@@ -59,7 +56,6 @@ class PodField(FactorKind):
                 "int or string field",
                 "use a pod template (workload.template) for structured fields",
             )
-        return field
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         on, off = scalar(f, "on"), scalar(f, "off")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, PodPart
 from abtest.config.k8s_names import RUNTIME_CLASS_TODO, runtime_class_problem
-from abtest.config.kinds.base import FactorKind
+from abtest.config.kinds.base import PodSpecKind
 from abtest.config.kinds.levels import required
 from abtest.config.yaml_checks import Fields
 
@@ -14,10 +14,8 @@ if TYPE_CHECKING:
     from abtest.config.factor_levels import Factor
 
 
-class RuntimeClass(FactorKind):
+class RuntimeClass(PodSpecKind):
     name = "runtime_class"
-    component = "pod"
-    pod_spec = True
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         return _name(f, "on"), _name(f, "off")

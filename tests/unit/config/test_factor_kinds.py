@@ -14,6 +14,9 @@ from typer.testing import CliRunner
 from abtest.cli.main import app
 from abtest.config.catalog import load_catalog, parse_catalog
 from abtest.config.domain import Factor
+from abtest.config.kinds import kind
+from abtest.config.kinds.base import PodSpecKind
+from abtest.config.yaml_checks import Fields
 from abtest.engine.design import build_arms
 from abtest.errors import ConfigError, UserError
 
@@ -126,3 +129,16 @@ def test_two_factors_setting_one_path_are_refused(tmp_path: Path) -> None:
     qps = Factor("kubeAPIQPS", "config_field", 5, 50, "")
     with pytest.raises(UserError, match="same path 'kubeAPIQPS'"):
         build_arms([f, qps], "singles")
+
+
+def test_every_pod_spec_kind_shares_one_base_and_reads_its_key_through_it() -> None:
+    # base.PodSpecKind and FactorKind.read_param serve runtime_class, pod_annotation and
+    # pod_field; each kind's own refusals are in test_pod_spec_factors and test_pod_field_kind
+    for name in ("runtime_class", "pod_annotation", "pod_field"):
+        pod = kind(name)
+        assert isinstance(pod, PodSpecKind) and pod.component == "pod" and pod.pod_spec
+    assert kind("feature_gate").component == "kubelet" and not kind("feature_gate").pod_spec
+    entry = Fields({"annotation": "example.com/mode", "field": "enableServiceLinks"}, Path("f"))
+    assert kind("runtime_class").read_param(entry) is None
+    assert kind("pod_annotation").read_param(entry) == "example.com/mode"
+    assert kind("pod_field").read_param(entry) == "enableServiceLinks"
