@@ -32,7 +32,7 @@ import pandas as pd
 
 from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.compare import Comparison, compare_pair
-from abtest.stats.contrast import estimate_contrast
+from abtest.stats.contrast import ContrastEstimate, Scale, estimate_contrast
 from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
 from abtest.stats.intervals import (
     check_confidence,
@@ -269,23 +269,23 @@ def _interaction(
 ) -> TwoWayInteraction:
     on_with, on_without = four[(True, WITH)], four[(True, WITHOUT)]
     off_with, off_without = four[(False, WITH)], four[(False, WITHOUT)]
-    log_ror = estimate_contrast(
-        rounds,
-        coefficients={on_with: 1.0, on_without: -1.0, off_with: -1.0, off_without: 1.0},
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        scale="log",
-    )
+
+    def difference_of_differences(a: str, b: str, c: str, d: str, scale: Scale) -> ContrastEstimate:
+        """(a - b) - (c - d) of the arms' means on ``scale`` (the arms in this order)."""
+        coefficients = {a: 1.0, b: -1.0, c: -1.0, d: 1.0}
+        return estimate_contrast(
+            rounds,
+            coefficients=coefficients,
+            size=size,
+            metric=metric,
+            confidence=confidence,
+            scale=scale,
+        )
+
+    # log(on_with / on_without) - log(off_with / off_without): the log ratio of ratios
+    log_ror = difference_of_differences(on_with, on_without, off_with, off_without, "log")
     # saving(on) - saving(off) = (on_without - on_with) - (off_without - off_with)
-    seconds = estimate_contrast(
-        rounds,
-        coefficients={on_without: 1.0, on_with: -1.0, off_without: -1.0, off_with: 1.0},
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        scale="raw",
-    )
+    seconds = difference_of_differences(on_without, on_with, off_without, off_with, "raw")
     ratio_ci, pct_ci = ratio_and_pct_ci(log_ror.ci)
     notes = [n for n in (log_ror.note, seconds.note if seconds.ci is None else "") if n]
     return TwoWayInteraction(
