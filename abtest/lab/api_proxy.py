@@ -24,7 +24,7 @@ from typing import Any
 from abtest.config.api_latency import ApiLatency
 from abtest.lab.binaries import TOXIPROXY
 from abtest.lab.files import PUBLIC_FILE, write_file
-from abtest.lab.layout import LabState, Paths, Say
+from abtest.lab.layout import LabState, Node, Paths, Say, node_index
 
 #: the proxy's name in toxiproxy, and the latency toxic's
 PROXY = "kube-apiserver"
@@ -127,3 +127,38 @@ def apply_stored(paths: Paths, ports: dict[str, int], say: Say) -> None:
     latency = stored(paths)
     set_latency(ports, latency)
     say(f"  kubelets' API latency: {latency} (through {kubelet_server(ports)})")
+
+
+def run_env(kubeconfig: str | None, node_name: str, paths: Paths | None = None) -> dict[str, Any]:
+    """What a run's environment records about this path: ``{"api_latency": {...}}`` with the
+    delay the running proxy applies (not the state's, in case the two ever differ) when the
+    run reaches the lab (its profile names the lab's admin kubeconfig) and `node_name` is a
+    lab node whose kubelet goes through the proxy; {} otherwise (another cluster, the systemd
+    node, or a lab from before the proxy, whose kubelets name the API server itself)."""
+    paths = paths or Paths()
+    index = node_index(node_name)
+    if kubeconfig is None or index is None or not _same_file(kubeconfig, paths.kubeconfig):
+        return {}
+    state = LabState.load(paths)
+    if state is None or "api_proxy_admin" not in state.ports:
+        return {}
+    server = kubelet_server(state.ports)
+    try:
+        named = Node(index, paths).kubelet_kubeconfig.read_text()
+    except OSError:
+        return {}
+    if f"server: {server}\n" not in named:
+        return {}
+    try:
+        latency = current_latency(state.ports)
+    except (OSError, ValueError) as exc:  # urllib's errors are OSErrors
+        # the kubelet's path goes through a proxy that does not answer: say so in the record
+        return {"api_latency": {"through": server, "error": str(exc)}}
+    return {"api_latency": {"ms": latency.ms, "jitter_ms": latency.jitter_ms, "through": server}}
+
+
+def _same_file(a: str, b: Path) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == b.resolve()
+    except OSError:
+        return False

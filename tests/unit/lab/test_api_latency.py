@@ -115,3 +115,34 @@ def test_the_setting_is_kept_in_the_lab_state_and_shown_by_status(tmp_path: Path
     out = st.as_json()
     assert (out["api_latency_ms"], out["api_jitter_ms"]) == (20, 5)
     assert str(ApiLatency(20, 5)) == "20 ms +/- 5 ms" and str(ApiLatency()) == "0 ms"
+
+
+def test_a_run_records_the_delay_only_when_its_kubelet_goes_through_the_lab_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's environment gets the running proxy's setting for a lab node reached with the
+    lab's admin kubeconfig; another cluster, the systemd node and a lab from before the proxy
+    (its kubelet's kubeconfig names the API server) get nothing; a proxy that does not answer
+    is recorded as such."""
+    paths = Paths(root=tmp_path / "state", run=tmp_path / "run")
+    ca = pki.ensure_ca(paths.pki)
+    for name in ("admin", "scheduler", "controller-manager", "kubelet"):
+        pki.issue(ca, paths.pki, name, name, client=True)
+    control_plane.write_kubeconfigs(paths, PORTS, ca)
+    admin = str(paths.kubeconfig)
+    monkeypatch.setattr(api_proxy, "current_latency", lambda ports: ApiLatency(10, 2))
+    assert api_proxy.run_env(admin, "abtest-lab", paths) == {}  # no lab state: not up
+    LabState(ports=dict(PORTS)).save(paths)
+    found = api_proxy.run_env(admin, "abtest-lab", paths)
+    assert found == {"api_latency": {"ms": 10, "jitter_ms": 2, "through": "https://127.0.0.1:6444"}}
+    assert api_proxy.run_env(str(tmp_path / "other.kubeconfig"), "abtest-lab", paths) == {}
+    assert api_proxy.run_env(None, "abtest-lab", paths) == {}
+    assert api_proxy.run_env(admin, "abtest-lab-systemd", paths) == {}
+
+    def refused(ports: dict[str, int]) -> ApiLatency:
+        raise ConnectionRefusedError("connection refused")
+
+    monkeypatch.setattr(api_proxy, "current_latency", refused)
+    assert api_proxy.run_env(admin, "abtest-lab", paths)["api_latency"]["error"]
+    control_plane.write_kubeconfigs(paths, PORTS | {"api_proxy": 6443}, ca)  # before the proxy
+    assert api_proxy.run_env(admin, "abtest-lab", paths) == {}
