@@ -108,3 +108,56 @@ def test_a_proxy_that_did_not_answer_and_a_run_without_scrapes_say_so(store: Sto
     (line,) = _api_lines(store, run_id)
     assert "could not be read at the run's start (connection refused)" in line
     assert "round trip was not recorded" in line
+
+
+def _add_patch_codes(store: Store, run_id: str, failed_in_block: dict[int, int]) -> None:
+    """Every round: 20 PATCH requests, of which `failed_in_block[block]` got no response
+    (code <error>) or a 409, the rest 200; GETs never count; warm-up and rejected rounds all
+    fail (must not count)."""
+    for r in store.rounds_frame(run_id).to_dict(orient="records"):
+        analysed = r["accepted"] == 1 and r["warmup"] == 0
+        failed = failed_in_block.get(int(r["block"]), 0) if analysed else 20
+        rows = [("200", "GET", 50.0), ("200", "PATCH", 20.0 - failed)]
+        rows += [("<error>", "PATCH", failed - failed // 2), ("409", "PATCH", failed // 2)]
+        store.insert_many(
+            "metric_deltas",
+            [
+                {
+                    "round_id": int(r["id"]),
+                    "metric": "rest_client_requests_total",
+                    "labels": f'code="{code}",host="127.0.0.1:6444",method="{method}"',
+                    "delta_sum": None,
+                    "delta_count": n,
+                }
+                for code, method, n in rows
+                if n
+            ],
+        )
+
+
+def test_failed_status_writes_beside_the_fault_setting(store: Store) -> None:
+    run_id = build_sweep(store)
+    _add_round_trips(store, run_id)
+    _add_patch_codes(store, run_id, {1: 0, 2: 2, 3: 2, 4: 3, 5: 4})
+    _set_env(store, run_id, api_latency={"ms": 0, "jitter_ms": 0}, api_faults={"cut_after_kib": 8})
+    (line,) = _api_lines(store, run_id)
+    assert "cut each kubelet connection after 8 KiB of its requests (--api-faults)" in line
+    assert "PATCH 14 ms" in line  # the round trip goes with either setting
+    # per round 0, 10, 10, 15, 20 %: the median 10 %; the counts over every analysed round
+    assert "Failed status writes: 10.0% of the kubelet's PATCH requests" in line
+    analysed = store.rounds_frame(run_id).query("accepted == 1 and warmup == 0")
+    blocks = analysed["block"].value_counts()
+    failed = sum(int(blocks.get(b, 0)) * n for b, n in {2: 2, 3: 2, 4: 3, 5: 4}.items())
+    assert f"({failed} of {20 * len(analysed)} over {len(analysed)} analysed rounds" in line
+
+
+def test_failed_writes_get_a_line_without_any_setting_and_none_without_failures(
+    store: Store,
+) -> None:
+    run_id = build_sweep(store)
+    _add_patch_codes(store, run_id, {})
+    assert _api_lines(store, run_id) == []
+    other = build_sweep(store, SweepSpec(run_id="sweep-failing"))
+    _add_patch_codes(store, other, {3: 5})
+    (line,) = _api_lines(store, other)
+    assert line.startswith("API path on lab-node: Failed status writes: 0.0%")
