@@ -184,22 +184,24 @@ def apply_stored(paths: Paths, ports: dict[str, int], say: Say) -> None:
 
 def run_env(kubeconfig: str | None, node_name: str, paths: Paths | None = None) -> dict[str, Any]:
     """What a run's environment records about this path: ``{"api_latency": {...}}`` with the
-    delay the running proxy applies (not the state's, in case the two ever differ) when the
-    run reaches the lab (its profile names the lab's admin kubeconfig) and `node_name` is a
-    lab node whose kubelet goes through the proxy; {} otherwise (another cluster, the systemd
-    node, or a lab from before the proxy, whose kubelets name the API server itself)."""
+    delay the running proxy applies (not the state's, in case the two ever differ), and
+    ``"api_faults"`` when it cuts connections, when the run reaches the lab (its profile
+    names the lab's admin kubeconfig) and `node_name` is a lab node whose kubelet goes
+    through the proxy; {} otherwise (another cluster, the systemd node, a lab from before the
+    proxy, whose kubelets name the API server itself, or a lab state this user cannot read)."""
     paths = paths or Paths()
     index = node_index(node_name)
-    if kubeconfig is None or index is None or not _same_file(kubeconfig, paths.kubeconfig):
+    files = (kubeconfig or "").split(":")  # KUBECONFIG's form: several files
+    if index is None or not any(_same_file(f, paths.kubeconfig) for f in files if f):
         return {}
-    state = LabState.load(paths)
+    try:
+        state = LabState.load(paths)
+        named = Node(index, paths).kubelet_kubeconfig.read_text()
+    except (OSError, ValueError, TypeError):  # unreadable, or not a state this version reads
+        return {}
     if state is None or "api_proxy_admin" not in state.ports:
         return {}
     server = kubelet_server(state.ports)
-    try:
-        named = Node(index, paths).kubelet_kubeconfig.read_text()
-    except OSError:
-        return {}
     if f"server: {server}\n" not in named:
         return {}
     try:

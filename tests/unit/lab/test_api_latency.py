@@ -139,6 +139,7 @@ def test_a_run_records_the_delay_only_when_its_kubelet_goes_through_the_lab_prox
     assert found == {"api_latency": {"ms": 10, "jitter_ms": 2, "through": "https://127.0.0.1:6444"}}
     assert api_proxy.run_env(str(tmp_path / "other.kubeconfig"), "abtest-lab", paths) == {}
     assert api_proxy.run_env(None, "abtest-lab", paths) == {}
+    assert api_proxy.run_env(f"{tmp_path}/other.kubeconfig:{admin}", "abtest-lab", paths) == found
     assert api_proxy.run_env(admin, "abtest-lab-systemd", paths) == {}
     monkeypatch.setattr(api_proxy, "current_faults", lambda ports: ApiFaults(8))
     assert api_proxy.run_env(admin, "abtest-lab", paths)["api_faults"] == {"cut_after_kib": 8}
