@@ -78,6 +78,11 @@ API_REQUESTS_METRIC = "rest_client_requests_total"
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+def stored_labels(text: object) -> dict[str, str]:
+    """A stored label set (``name="value",...``) as a dict; {} for none."""
+    return dict(_LABEL.findall(str(text or "")))
+
+
 @dataclass(frozen=True)
 class ApiRequestRate:
     """The kubelet's API requests of one method and status code, per pod of one arm at one
@@ -267,7 +272,7 @@ def api_request_rates(data: RunData) -> tuple[ApiRequestRate, ...]:
     rounds = data.rounds[data.rounds[INCLUDED]]
     if rows.empty or rounds.empty:
         return ()
-    labels = [dict(_LABEL.findall(str(text or ""))) for text in rows["labels"]]
+    labels = [stored_labels(text) for text in rows["labels"]]
     keyed = pd.DataFrame(
         {
             "round_id": rows["round_id"].to_numpy(),

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from abtest.analysis.api_path import api_path_method
 from abtest.analysis.descriptive import (
     AcceptanceRow,
     ApiRequestRate,
@@ -198,7 +199,8 @@ def model_of(data: RunData, *, baseline: str | None, confidence: float) -> Repor
         method=_method(confidence, sequential)
         + _design_method(data)
         + _build_method(data)
-        + _load_method(data),
+        + _load_method(data)
+        + api_path_method(data),
         confidence=confidence,
         baseline=base,
         combined_arm=combined,

@@ -19,6 +19,7 @@ from abtest.cluster.runtimeclasses import runtime_class_handler
 from abtest.config.playbook import Generator, NodeProfile, Playbook, Workload, load_playbook
 from abtest.engine.pod_arms import check_arm_runtime, round_verifier
 from abtest.errors import Interrupted
+from abtest.lab import api_proxy
 from abtest.node.session import NodeSession
 from abtest.store.db import DbTarget, Store
 
@@ -111,6 +112,8 @@ def run_single_batch(
     )
     ensure_namespace(cluster, namespace)
     env = probe_environment(cluster, profile.node_name)
+    # a lab node's kubelet path through the latency proxy (`lab up --api-latency`)
+    env |= api_proxy.run_env(profile.kubeconfig, profile.node_name)
     plan = {
         "size": pods,
         "namespace": namespace,

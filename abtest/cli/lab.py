@@ -8,6 +8,7 @@ import typer
 
 from abtest.cli import options as o
 from abtest.cli.render import console, print_json, print_table
+from abtest.config.api_faults import ApiFaults, parse_api_faults
 from abtest.config.api_latency import ApiLatency, parse_api_latency
 from abtest.config.domain import parse_release
 from abtest.config.kubelet_series import parse_build_name
@@ -62,6 +63,7 @@ def up(
         ),
     ] = False,
     api_latency: o.ApiLatencyOpt = None,
+    api_faults: o.ApiFaultsOpt = None,
 ) -> None:
     """Build (first time) and start etcd, API server, scheduler, controller-manager,
     containerd and kubelet per node, and an sshd on loopback; idempotent. The first `up`
@@ -76,6 +78,7 @@ def up(
         kubernetes=release,
         systemd_node=systemd_node,
         api_latency=parse_api_latency(api_latency) if api_latency is not None else None,
+        api_faults=parse_api_faults(api_faults) if api_faults is not None else None,
     )
     for node in st.nodes:
         console.print(
@@ -115,6 +118,8 @@ def status(json_out: o.Json = False) -> None:
         )
         latency = ApiLatency(st.api_latency_ms, st.api_jitter_ms)
         console.print(f"kubelets' API latency (--api-latency): {latency}", highlight=False)
+        faults = ApiFaults(st.api_faults_kib)
+        console.print(f"kubelets' API faults (--api-faults): {faults}", highlight=False)
         for node in st.nodes:
             health = "healthy" if all(node.healthy.values()) else "not healthy"
             console.print(

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 import typer
 
 from abtest.config import numbers as num
+from abtest.config.api_faults import FLAG as API_FAULTS_FLAG
+from abtest.config.api_faults import MIN_KIB, parse_api_faults
 from abtest.config.api_latency import FLAG as API_LATENCY_FLAG
 from abtest.config.api_latency import MAX_MS, parse_api_latency
 from abtest.config.k8s_names import namespace_problem
@@ -231,6 +233,26 @@ ApiLatencyOpt = Annotated[
         f"(+/- JITTER; MS <= {MAX_MS}), through a toxiproxy on 127.0.0.1 (a control plane at "
         "a distance); the generator and watcher keep their direct path. Default: the kept "
         "lab's setting, else 0. On a running lab, only the proxy's setting changes.",
+    ),
+]
+
+
+def check_api_faults(param: typer.CallbackParam, value: str | None) -> str | None:
+    if value is not None:
+        parse_api_faults(value)
+    return value
+
+
+ApiFaultsOpt = Annotated[
+    str | None,
+    typer.Option(
+        API_FAULTS_FLAG,
+        metavar="KIB",
+        callback=check_api_faults,
+        help="Make some of the lab kubelets' API writes fail: the same proxy cuts each kubelet "
+        f"connection after KIB KiB of its requests (0: never; else >= {MIN_KIB}); what is in "
+        "flight fails, and client-go retries a GET but never a PATCH, so status writes fail. "
+        "Default: the kept lab's setting, else 0. On a running lab, only the proxy changes.",
     ),
 ]
 

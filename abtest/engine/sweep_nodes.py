@@ -30,6 +30,7 @@ from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
 from abtest.engine.round_fit import round_fit_problems
 from abtest.errors import ClusterError, NodeError
+from abtest.lab import api_proxy
 from abtest.node.binary import KubeletBinary
 from abtest.node.control import NodeController
 from abtest.node.kubelet_build import KubeletBuild, read_build
@@ -170,9 +171,11 @@ class RealNodes:
             return None
 
     def environment(self, profile: NodeProfile) -> dict[str, Any]:
-        return probe_environment(
+        env = probe_environment(
             connect(profile.kubeconfig, context=profile.kube_context), profile.node_name
         )
+        # a lab node's kubelet path through the latency proxy (`lab up --api-latency`)
+        return env | api_proxy.run_env(profile.kubeconfig, profile.node_name)
 
     def preflight(self, cluster: Cluster, spec: PreflightSpec, store: Store) -> list[str]:
         """Every problem that stops this node from taking part; nothing is changed."""

@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from abtest.config.api_faults import ApiFaults
 from abtest.config.api_latency import ApiLatency
 from abtest.config.domain import Release
 from abtest.errors import LabError, UserError
@@ -67,12 +68,14 @@ def up(
     kubernetes: Release | None = None,
     systemd_node: bool = False,
     api_latency: ApiLatency | None = None,
+    api_faults: ApiFaults | None = None,
 ) -> LabStatus:
     """Bring the lab up with `nodes` nodes at release `kubernetes` (None: the kept lab's, or
     the default), and the systemd node if asked (sdnode.py); on a healthy lab at that
     release, only add or remove nodes (and the systemd node). `api_latency` (None: the kept
-    lab's, else 0) is the delay on the kubelets' way to the API server: on a running lab,
-    changing it only re-sets the proxy's toxic (api_proxy.py)."""
+    lab's, else 0) is the delay on the kubelets' way to the API server, `api_faults` (the same)
+    the connection cuts on it: on a running lab, changing either only re-sets the proxy's
+    toxics (api_proxy.py)."""
     lab_nodes.check_count(nodes)
     paths = paths or Paths()
     host.require_root()
@@ -83,17 +86,17 @@ def up(
         if problem:
             raise UserError(problem, "--kubernetes", "choose a release the proxy serves")
     if _keeps_running(current, nodes, systemd_node):
-        changes = api_latency is not None and api_latency != api_proxy.stored(paths)
+        changes = (api_latency is not None and api_latency != api_proxy.stored(paths)) or (
+            api_faults is not None and api_faults != api_proxy.stored_faults(paths)
+        )
         _say_notes(current, say, None if changes else "lab is already up; nothing changed")
-        if api_latency is not None:
-            _change_latency(paths, api_latency, say)
+        _change_path(paths, api_latency, api_faults, say)
         return status(paths)
     if _control_plane_ok(current):
         _say_notes(current, say, None)
         _resize(paths, nodes, say)
         sdnode_run.reconcile(paths, systemd_node, say)
-        if api_latency is not None:
-            _change_latency(paths, api_latency, say)
+        _change_path(paths, api_latency, api_faults, say)
         return status(paths)
     if any(c.running for c in current.components) or any(n.up for n in current.nodes[1:]):
         say("lab is partly up; bringing the rest down first")
@@ -101,6 +104,8 @@ def up(
     fresh, state = _install(paths, release, say)
     if api_latency is not None:
         state.api_latency_ms, state.api_jitter_ms = api_latency.ms, api_latency.jitter_ms
+    if api_faults is not None:
+        state.api_faults_kib = api_faults.kib
     want = _prepare_state(paths, state, fresh, nodes, systemd_node, say)
     try:
         _start_all(paths, state.ports, fresh, want, systemd_node, say)
@@ -116,10 +121,14 @@ def up(
     return status(paths)
 
 
-def _change_latency(paths: Paths, latency: ApiLatency, say: Say) -> None:
-    """On a running lab: the new setting in the state, then in the proxy; nothing restarts
+def _change_path(
+    paths: Paths, latency: ApiLatency | None, faults: ApiFaults | None, say: Say
+) -> None:
+    """On a running lab: the new settings in the state, then in the proxy; nothing restarts
     (every kubelet's kubeconfig names the proxy whatever the setting)."""
-    api_proxy.record(paths, latency)
+    if latency is None and faults is None:
+        return
+    api_proxy.record(paths, latency, faults)
     state = LabState.load(paths) or LabState()
     api_proxy.apply_stored(paths, state.ports, say)
 

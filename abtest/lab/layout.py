@@ -338,6 +338,8 @@ class LabState:
     #: the delay on the kubelets' way to the API server (`up --api-latency`, api_proxy.py)
     api_latency_ms: int = 0
     api_jitter_ms: int = 0
+    #: KiB of requests after which the proxy cuts a kubelet connection (`up --api-faults`)
+    api_faults_kib: int = 0
 
     def save(self, paths: Paths) -> None:
         write_file(paths.state_file, json.dumps(asdict(self), indent=2))

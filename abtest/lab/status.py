@@ -53,6 +53,7 @@ class LabStatus:
     #: (`up --api-latency`; api_proxy.py gives it to the proxy at each start and change)
     api_latency_ms: int = 0
     api_jitter_ms: int = 0
+    api_faults_kib: int = 0  # `up --api-faults`: the proxy's connection cuts (0: none)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -72,6 +73,7 @@ class LabStatus:
             "systemd_node": self.systemd_node.as_json() if self.systemd_node else None,
             "api_latency_ms": self.api_latency_ms,
             "api_jitter_ms": self.api_jitter_ms,
+            "api_faults_kib": self.api_faults_kib,
             "runtime_classes": dict(self.runtime_classes),
             "runtime_classes_error": self.runtime_classes_error,
             "left_behind": list(self.left_behind),
@@ -125,6 +127,7 @@ def status(paths: Paths | None = None) -> LabStatus:
         systemd_node=sd,
         api_latency_ms=state.api_latency_ms if state else 0,
         api_jitter_ms=state.api_jitter_ms if state else 0,
+        api_faults_kib=state.api_faults_kib if state else 0,
     )
 
 

@@ -103,6 +103,9 @@ def test_api_latency_slows_the_kubelets_path_only_and_goes_back(lab_up: None) ->
         st = _status()
         assert (st["api_latency_ms"], st["api_jitter_ms"]) == (SET_MS, 0)
         assert api_proxy.current_latency(ports) == ApiLatency(SET_MS)
+        # what a run's environment records on this lab now (issue 45: the report's Method)
+        recorded = api_proxy.run_env(str(paths.kubeconfig), layout.NODE_NAME)
+        assert recorded["api_latency"]["ms"] == SET_MS
         slow = _median_get_ms(paths, ports["api_proxy"])
         direct = _median_get_ms(paths, ports["apiserver"])
         # the kubelet's own view: its next lease renewal(s) through the proxy
