@@ -72,6 +72,13 @@ class NodePath:
 KubeletBinary = BuildName | NodePath
 
 
+def binary_of_level(text: str, where: str) -> KubeletBinary:
+    """A kubelet binary as a checked level holds it (a catalog's kubelet_build level, a
+    profile's kubelet.build): a file on the node when it starts with ``/``, else a placed
+    build's name, read back into its value."""
+    return NodePath(text) if text.startswith("/") else parse_build_name(text, where, paths=False)
+
+
 def series_root() -> Path:
     """The shipped series (``kubelet-patches/`` in a checkout, ``abtest/kubelet-patches``
     in a wheel)."""
