@@ -55,7 +55,7 @@ def placed_series_build(build: BuildName, paths: Paths) -> Path | None:
     rebuilt; None for anything else (a shipped series or a folder is loaded and checked)."""
     if build.series is None or build.folder is not None:
         return None
-    folder = _placed(paths, build)
+    folder = placed_folder(paths, build)
     try:
         record = json.loads(read_input(folder / SOURCE_FILE, str(folder), "", 64_000))
     except (UserError, ValueError):
@@ -65,7 +65,7 @@ def placed_series_build(build: BuildName, paths: Paths) -> Path | None:
     return folder if (folder / BUILD_BINARY).is_file() else None
 
 
-def _placed(paths: Paths, build: BuildName) -> Path:
+def placed_folder(paths: Paths, build: BuildName) -> Path:
     """Where the lab places a build on this machine (node 1's builds_dir)."""
     return Path(build_folder(str(paths.kubelets), build))
 
@@ -126,7 +126,7 @@ def place_kubelets(
             source = ensure_binaries(say, release=build.release, names=("kubelet",)).path("kubelet")
         else:
             source = ensure_patched_kubelet(s, say) / BUILD_BINARY
-        dest = _placed(paths, build)
+        dest = placed_folder(paths, build)
         make_dir(paths.kubelets)
         make_dir(dest)
         install_binary(source, dest / BUILD_BINARY)

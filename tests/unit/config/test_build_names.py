@@ -10,6 +10,7 @@ import pytest
 from abtest.config.build_names import (
     BuildName,
     NodePath,
+    binary_of_level,
     build_binary,
     build_folder,
     parse_build_name,
@@ -117,3 +118,8 @@ def test_a_build_lives_in_its_named_folder_under_builds_dir() -> None:
 def test_a_node_path_is_its_path_and_never_a_build() -> None:
     path = NodePath("/opt/kubelet")
     assert str(path) == "/opt/kubelet" and not isinstance(path, BuildName)
+
+
+def test_a_checked_level_is_read_back_as_a_path_or_a_build() -> None:
+    assert binary_of_level("/opt/kubelet", "x") == NodePath("/opt/kubelet")
+    assert binary_of_level("v1.36.3+agc", "x") == parse_build_name("v1.36.3+agc", "x")
