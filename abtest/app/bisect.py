@@ -84,6 +84,7 @@ def settings_of(
     builds = build_range(req.good, req.bad, req.builds, releases or served_builds)
     return BisectParameters(
         tuple(stored_form(b) for b in builds),
+        tuple(builds),
         playbook,
         req.profiles or DEFAULT_PROFILES,
         metric,

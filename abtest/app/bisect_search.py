@@ -139,7 +139,8 @@ class Search:
         two measurements share a seed."""
         builds = [build for _, build in arms]
         self.builder.place([self.settings.build(n) for n in builds], self.say)
-        plan = measure_plan(self.setup, arms, self.settings.seed + index)
+        built = [(arm, self.settings.build(name)) for arm, name in arms]
+        plan = measure_plan(self.setup, built, self.settings.seed + index)
         run_id, spent = self._resumed(index)
         return measure(
             plan,

@@ -62,7 +62,9 @@ def check_size(size: int, pb: Playbook, where: str) -> int:
 class BisectParameters:
     """What the whole search uses, as stored in its first run (so --resume is the same)."""
 
-    builds: tuple[tuple[str, str | None], ...]  # (name, series folder or None)
+    builds: tuple[tuple[str, str | None], ...]  # (name, series folder or None), as stored
+    #: the same builds, each parsed once where it was read (the options, the stored state)
+    values: tuple[BuildName, ...]
     playbook: str
     profiles: tuple[str, ...]
     metric: str  # a rounds column: a value of METRICS
@@ -74,13 +76,8 @@ class BisectParameters:
     seed: int
 
     def build(self, name: str) -> BuildName:
-        folder = dict(self.builds)[name]
-        found = parse_build_name(name, "bisection build", paths=False)
-        return (
-            found
-            if folder is None
-            else BuildName(found.release, found.series, Path(folder), found.prefix)
-        )
+        """The build of the range named ``name`` (ValueError for a name not in it)."""
+        return self.values[self.names.index(name)]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -225,7 +222,7 @@ def read_bisection(store: Store, run_id: str) -> StoredBisection:
 
 def parse_settings(root: str, value: Any) -> BisectParameters:
     f = _object(root, "settings", "settings.", value)
-    builds = _builds(f)
+    builds, values = _builds(f)
     max_blocks = f.number("max_blocks", num.MAX_ROUNDS)
     first_look = f.number("first_look", num.ROUNDS)
     if first_look > max_blocks:
@@ -239,6 +236,7 @@ def parse_settings(root: str, value: Any) -> BisectParameters:
         f.fail("profiles", "no profile")
     return BisectParameters(
         builds,
+        values,
         f.text("playbook"),
         tuple(_text(f, f"profiles[{i}]", p) for i, p in enumerate(profiles)),
         metric,
@@ -255,8 +253,9 @@ def _columns() -> str:
     return ", ".join(f"{col} for {name}" for name, col in METRICS.items())
 
 
-def _builds(f: _Fields) -> tuple[tuple[str, str | None], ...]:
-    """The range, each build's name read as --builds reads it, under --builds' range rule."""
+def _builds(f: _Fields) -> tuple[tuple[tuple[str, str | None], ...], tuple[BuildName, ...]]:
+    """The range as stored and as builds, each build's name read as --builds reads it, under
+    --builds' range rule."""
     builds: list[BuildName] = []
     forms: list[tuple[str, str | None]] = []
     for i, pair in enumerate(f.items("builds")):
@@ -273,7 +272,7 @@ def _builds(f: _Fields) -> tuple[tuple[str, str | None], ...]:
         builds.append(build)
         forms.append((build.name, pair[1]))
     f.via("builds", checked_range, builds)
-    return tuple(forms)
+    return tuple(forms), tuple(builds)
 
 
 def _measurements(

@@ -8,6 +8,7 @@ from typing import Protocol, TypeVar
 
 # the level types live beneath both this module and the kinds; named here too, where a
 # reader of the domain looks for them
+from abtest.config.build_names import KubeletBinary, binary_of_level
 from abtest.config.factor_levels import NODE_KUBELET as NODE_KUBELET
 from abtest.config.factor_levels import FactorValue as FactorValue
 from abtest.config.factor_levels import PodPart as PodPart
@@ -184,10 +185,17 @@ class Arm:
     name: str
     on: frozenset[str]
     settings: Settings = field(default=())
-    # A kubelet binary (a file on the node) installed for this arm; None: the node's own.
-    kubelet_binary: str | None = None
+    #: the kubelet binary installed for this arm (a placed build, or a file on the node);
+    #: None: the node's own
+    kubelet: KubeletBinary | None = None
     #: what the arm's pods carry over the workload's own (``pod.runtimeClassName``, ...)
     pod: PodPart = ()
+
+    @property
+    def kubelet_binary(self) -> str | None:
+        """The arm's kubelet as a record, the plan and the report write it (a build's name or
+        the file's path); None: the node's own."""
+        return None if self.kubelet is None else str(self.kubelet)
 
     def settings_dict(self) -> dict[str, Scalar]:
         return dict(self.settings)
@@ -232,8 +240,8 @@ class Arm:
 class ArmParts:
     settings: Settings
     pod: PodPart
-    #: the kubelet build the arm runs (a release or a path on the node); None: the node's own
-    kubelet_binary: str | None = None
+    #: the kubelet build the arm runs (a placed build or a path on the node); None: the node's own
+    kubelet: KubeletBinary | None = None
 
 
 def arm_parts(on: Iterable[str], factors: Sequence[Factor]) -> ArmParts:
@@ -256,5 +264,5 @@ def arm_parts(on: Iterable[str], factors: Sequence[Factor]) -> ArmParts:
             else:
                 build_off = build
     build = builds_on[0] if builds_on else build_off
-    binary = None if build in (None, NODE_KUBELET) else build
+    binary = None if build is None or build == NODE_KUBELET else binary_of_level(build, "factor")
     return ArmParts(tuple(settings), tuple(pod), binary)

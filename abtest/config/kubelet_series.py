@@ -28,18 +28,17 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from abtest.config.datafiles import data_dir
+# a build's name and its parse have their own module (every layer names builds); named here
+# too, where code that loads series imports them
+from abtest.config.build_names import SERIES_FILE as SERIES_FILE
+from abtest.config.build_names import BuildName as BuildName
+from abtest.config.build_names import parse_build_name as parse_build_name
+from abtest.config.build_names import series_root as series_root
 from abtest.config.releases import Release, parse_release
 from abtest.config.series_patches import Patch, read_patches
 from abtest.config.yaml_input import load_yaml_file
 from abtest.errors import UserError
 
-SERIES_FILE = "series.yaml"
-# a series name is a path segment on the node and a semver build-metadata tag in `--version`
-_SERIES_NAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,38}[a-z0-9])?")
-# a prefix of a series: its name, then `.p` and how many of its first patches (1-999)
-_PREFIX = re.compile(r"(?P<series>.+)\.p(?P<count>[1-9][0-9]{0,2})")
-_RELEASE_SHAPE = re.compile(r"v?\d{1,3}\.\d{1,3}\.\d{1,3}")
 _PATCH_SUFFIXES = (".patch", ".diff")
 # files a series folder may hold besides its patches
 _NOT_PATCHES = {SERIES_FILE, "README.md", "README"}
@@ -80,96 +79,11 @@ class PatchSeries:
         }
 
 
-@dataclass(frozen=True)
-class BuildName:
-    """A kubelet build: a release, or a release plus a series (by name or by folder)."""
-
-    release: Release
-    series: str | None = None  # the series' name (the folder's name for a path)
-    folder: Path | None = None  # where the series is (None: a plain release)
-    prefix: int | None = None  # only the series' first `prefix` patches (None: all of them)
-
-    @property
-    def series_name(self) -> str | None:
-        """The series as this build carries it: ``agc``, or ``agc.p2`` for a prefix."""
-        if self.series is None:
-            return None
-        return self.series + (f".p{self.prefix}" if self.prefix else "")
-
-    @property
-    def name(self) -> str:
-        return self.release.version + (f"+{self.series_name}" if self.series else "")
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def series_root() -> Path:
-    """The shipped series (``kubelet-patches/`` in a checkout, ``abtest/kubelet-patches``
-    in a wheel)."""
-    return data_dir("kubelet-patches")
-
-
 def shipped_series() -> list[str]:
     root = series_root()
     if not root.is_dir():
         return []
     return sorted(d.name for d in root.iterdir() if (d / SERIES_FILE).is_file())
-
-
-def parse_build_name(text: str, where: str, *, paths: bool = True) -> BuildName:
-    """``v1.36.3``, ``v1.36.3+agc`` (a shipped series, or one placed under that name) or,
-    where ``paths``, ``v1.36.3+./folder`` / ``v1.36.3+/abs/folder`` (a user's series)."""
-    release_text, plus, series = text.partition("+")
-    if not _RELEASE_SHAPE.fullmatch(release_text):
-        raise UserError(
-            f"{text!r} is neither a kubelet release nor a release+series",
-            where,
-            "name a release (v1.36.3) or a release and a patch series (v1.36.3+agc"
-            + (", or v1.36.3+./my-series for a series folder" if paths else "")
-            + ")",
-        )
-    release = parse_release(release_text, where)  # says why a release-shaped name is refused
-    if not plus:
-        return BuildName(release)
-    if "/" in series:
-        if not paths:
-            raise UserError(
-                f"{text!r}: a series folder cannot be named here",
-                where,
-                "place the build with `abtest lab kubelets RELEASE+./FOLDER`, then name it "
-                "RELEASE+FOLDERNAME",
-            )
-        folder = Path(series).expanduser().resolve()
-        name = _checked_name(folder.name, text, where)
-        if _PREFIX.fullmatch(name):
-            raise UserError(
-                f"{text!r}: a series folder's name may not end in .pN",
-                where,
-                "rename the folder: RELEASE+NAME.pN names the first N patches of series NAME",
-            )
-        return BuildName(release, name, folder)
-    name = _checked_name(series, text, where)
-    prefix = _PREFIX.fullmatch(name)
-    base = prefix["series"] if prefix else name
-    shipped = series_root() / base
-    return BuildName(
-        release,
-        base,
-        shipped if (shipped / SERIES_FILE).is_file() else None,
-        int(prefix["count"]) if prefix else None,
-    )
-
-
-def _checked_name(name: str, text: str, where: str) -> str:
-    if not _SERIES_NAME.fullmatch(name):
-        raise UserError(
-            f"{text!r}: {name!r} is not a series name",
-            where,
-            "a series name is 1-40 lower-case letters, digits, '.' and '-', starting and "
-            "ending with a letter or digit",
-        )
-    return name
 
 
 def load_series(build: BuildName) -> PatchSeries:

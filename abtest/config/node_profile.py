@@ -9,13 +9,13 @@ from typing import NamedTuple
 
 from abtest.config import datafiles
 from abtest.config import numbers as num
+from abtest.config.build_names import BuildName, build_binary, parse_build_name
 from abtest.config.k8s_names import (
     NODE_NAME_TODO,
     NODE_PATH_TODO,
     node_name_problem,
     node_path_problem,
 )
-from abtest.config.kubelet_series import parse_build_name
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
 from abtest.config.yaml_checks import Fields, yaml_mapping
 from abtest.config.yaml_input import read_text
@@ -84,10 +84,11 @@ class NodeProfile:
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
 
-    def build_folder(self, build: str, where: str | None = None) -> str:
-        """Where a placed build's name (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
-        ``<builds_dir>/<build>``: the one rule of every option and field naming one. UserError
-        (naming ``where``, else this profile's file) when the profile has no builds_dir."""
+    def build_binary(self, build: BuildName, where: str | None = None) -> str:
+        """Where a placed build (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
+        ``<builds_dir>/<build>/kubelet`` (:func:`abtest.config.build_names.build_folder`, the
+        rule the lab places builds by too). UserError (naming ``where``, else this profile's
+        file) when the profile has no builds_dir."""
         if self.kubelet_builds_dir is None:
             raise UserError(
                 f"kubelet build {build} names a placed build, and profile {self.name} has no "
@@ -96,7 +97,7 @@ class NodeProfile:
                 "set kubelet.builds_dir in the profile (a build is <builds_dir>/BUILD/kubelet),"
                 " or name the binary's absolute path on the node",
             )
-        return f"{self.kubelet_builds_dir.rstrip('/')}/{build}"
+        return build_binary(self.kubelet_builds_dir, build)
 
 
 _CRICTL = "crictl --timeout 20s"  # within the 30 s abtest gives each node command

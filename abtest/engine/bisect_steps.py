@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from abtest.analysis.bisect import KIND
+from abtest.config.build_names import BuildName
 from abtest.config.domain import Arm, Catalog
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook
@@ -64,7 +65,7 @@ class Measured:
     wall_s: float
 
 
-def measure_plan(setup: BisectSetup, arms: Sequence[tuple[str, str]], seed: int) -> SweepPlan:
+def measure_plan(setup: BisectSetup, arms: Sequence[tuple[str, BuildName]], seed: int) -> SweepPlan:
     """A sweep of the builds as arms (name, build), one size, up to the cap of blocks."""
     same_node(setup.nodes)
     pb = setup.playbook

@@ -126,7 +126,7 @@ def make_arm(on: Iterable[str], factors: Sequence[Factor]) -> Arm:
         name=arm_name(on_set, factors),
         on=on_set,
         settings=parts.settings,
-        kubelet_binary=parts.kubelet_binary,
+        kubelet=parts.kubelet,
         pod=parts.pod,
     )
 

@@ -89,7 +89,7 @@ class NodeSweep:
         # other build of an arm is read from its binary (its version and --help), below
         own = [a for a in arms if a.kubelet_binary is None]
         binaries = sorted(
-            {p for a in arms if (p := build_path(a.kubelet_binary, self.profile)) is not None}
+            {p for a in arms if (p := build_path(a.kubelet, self.profile)) is not None}
         )
         spec = PreflightSpec(
             profile=self.profile,
@@ -129,10 +129,10 @@ class NodeSweep:
         )
         records = {}
         for arm in self.plan.arms:
-            build = builds.get(build_path(arm.kubelet_binary, self.profile))
+            build = builds.get(build_path(arm.kubelet, self.profile))
             if build is not None and build.release is not None:
                 self.expected_kubelet[arm.name] = build.version
-            if build is not None and arm.kubelet_binary is not None:
+            if build is not None and arm.kubelet is not None:
                 records[arm.name] = build.record()
         if records and not problems:
             # the run names what each arm's build was made of (release, series, patches)
@@ -261,7 +261,7 @@ class NodeSweep:
                 profile=self.profile,
             )
             if self.uses_binaries:
-                ctl.install_kubelet_binary(build_path(arm.kubelet_binary, self.profile))
+                ctl.install_kubelet_binary(build_path(arm.kubelet, self.profile))
             # The kubelet restarts when the visit before ran other kubelet settings (so each
             # arm starts from a fresh kubelet); arms that differ only in their pod (runc vs
             # crun) share it, and apply only checks the settings are still in effect.

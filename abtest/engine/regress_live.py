@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from abtest.batch.round_records import RoundResult
+from abtest.config.build_names import KubeletBinary, NodePath, parse_build_name
 from abtest.config.domain import Arm, Catalog, Scalar
-from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_profile
 from abtest.engine.fleet import same_node
@@ -63,8 +63,13 @@ def round_outcome(result: RoundResult) -> str:
 
 @dataclass(frozen=True)
 class NodeState:
-    binary: str | None
+    kubelet: KubeletBinary | None  # the binary=... given (None: the node's own)
     settings: tuple[tuple[str, Scalar], ...]
+
+    @property
+    def binary(self) -> str | None:
+        """The binary as given back: a build's name or a file's path."""
+        return None if self.kubelet is None else str(self.kubelet)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ def parse_spec(spec: str, flag: str) -> NodeState:
     `PATH=VALUE` settings."""
     if spec.strip() in ("", "default"):
         return NodeState(None, ())
-    binary: str | None = None
+    binary: KubeletBinary | None = None
     settings: list[tuple[str, Scalar]] = []
     for part in spec.split(","):
         item = part.strip()
@@ -106,9 +111,9 @@ def parse_spec(spec: str, flag: str) -> NodeState:
             # `binary=` are the list's, a newline or space after the name is refused with it
             value = part.lstrip().removeprefix("binary=")
             binary = (
-                check_path(value, flag)
+                NodePath(check_path(value, flag))
                 if value.startswith("/")
-                else parse_build_name(value, f"{flag} binary=", paths=False).name
+                else parse_build_name(value, f"{flag} binary=", paths=False)
             )
             continue
         try:
@@ -120,7 +125,7 @@ def parse_spec(spec: str, flag: str) -> NodeState:
 
 def build_regress_plan(opts: LiveRegressOptions, blocks: int) -> SweepPlan:
     ref, cand = parse_spec(opts.reference, "--reference"), parse_spec(opts.candidate, "--candidate")
-    if (ref.binary, dict(ref.settings)) == (cand.binary, dict(cand.settings)):
+    if (ref.kubelet, dict(ref.settings)) == (cand.kubelet, dict(cand.settings)):
         # Measuring one node state against itself is no gate (issue 11 item 11).
         raise UserError(
             "the candidate is the same node state as the reference",
@@ -128,8 +133,8 @@ def build_regress_plan(opts: LiveRegressOptions, blocks: int) -> SweepPlan:
             "give the candidate's binary=... and/or settings; --reference defaults to the node",
         )
     arms = (
-        Arm("reference", frozenset(), ref.settings, ref.binary),
-        Arm("candidate", frozenset(), cand.settings, cand.binary),
+        Arm("reference", frozenset(), ref.settings, ref.kubelet),
+        Arm("candidate", frozenset(), cand.settings, cand.kubelet),
     )
     pb = opts.playbook
     names = opts.profiles or (opts.profile,)
@@ -140,8 +145,8 @@ def build_regress_plan(opts: LiveRegressOptions, blocks: int) -> SweepPlan:
     # the profile's kubelet.build is the "node's kubelet" of an arm that names no binary
     build = profile_build(nodes)
     arms = (
-        replace(arms[0], kubelet_binary=arms[0].kubelet_binary or build),
-        replace(arms[1], kubelet_binary=arms[1].kubelet_binary or build),
+        replace(arms[0], kubelet=arms[0].kubelet or build),
+        replace(arms[1], kubelet=arms[1].kubelet or build),
     )
     for arm in arms:
         check_builds_found([arm], nodes, f"--{arm.name} binary=")

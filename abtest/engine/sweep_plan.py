@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abtest.config import numbers as num
+from abtest.config.build_names import BuildName, parse_build_name
 from abtest.config.catalog import load_catalog, select_factors
 from abtest.config.domain import Arm, Catalog, Factor, Settings
-from abtest.config.kubelet_series import parse_build_name
 from abtest.config.plan_options import PlanOptions
 from abtest.config.playbook import NodeProfile, Playbook, load_playbook, load_profile
 from abtest.engine.design import build_arms, dedupe, gates_all
@@ -133,7 +133,11 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     profiles = tuple(load_profile(p, base) for p in profile_names)
     same_node(profiles)  # two profiles for one node: refused here, before any plan is made
     # `--kubelet-build ''` is a build name too (refused), not "no option"
-    build = opts.kubelet_build if opts.kubelet_build is not None else profile_build(profiles)
+    build = (
+        parse_build_name(opts.kubelet_build, "--kubelet-build", paths=False)
+        if opts.kubelet_build is not None
+        else profile_build(profiles)
+    )
     arms = with_build(arms, build)
     check_builds_found(arms, profiles, "--kubelet-build" if opts.kubelet_build else None)
     check_plan_size(len(arms), len(pb.sizes), pb.rounds, pb.source)
@@ -142,7 +146,7 @@ def build_plan(opts: PlanOptions) -> SweepPlan:
     return SweepPlan(pb, catalog, tuple(factors), design, tuple(arms), schedule, profiles, opts)
 
 
-def profile_build(profiles: Sequence[NodeProfile]) -> str | None:
+def profile_build(profiles: Sequence[NodeProfile]) -> BuildName | None:
     """The build the nodes' profiles name (``kubelet.build``); every node of a sweep runs the
     same arms, so their profiles must agree."""
     builds = {p.kubelet_build for p in profiles}
@@ -154,36 +158,37 @@ def profile_build(profiles: Sequence[NodeProfile]) -> str | None:
             "--profile",
             "give --kubelet-build BUILD for every node, or sweep the nodes separately",
         )
-    return builds.pop() if builds else None
+    name = builds.pop() if builds else None
+    # the profile holds the name it checked when it was loaded (as written): read back here
+    return None if name is None else parse_build_name(name, "kubelet.build", paths=False)
 
 
-def with_build(arms: list[Arm], build: str | None) -> list[Arm]:
+def with_build(arms: list[Arm], build: BuildName | None) -> list[Arm]:
     """Every arm on one kubelet build (``--kubelet-build``): the gates of a patched build
     are then switched by config like any gate, on the build each arm swaps in (journaled,
     restored after the sweep). An arm that names its own build cannot take another."""
     if build is None:
         return arms
-    name = parse_build_name(build, "--kubelet-build", paths=False).name
-    own = [a.name for a in arms if a.kubelet_binary is not None]
+    own = [a.name for a in arms if a.kubelet is not None]
     if own:
         raise UserError(
             f"arm {own[0]} already runs its own kubelet build (a kubelet_build factor)",
             "--kubelet-build",
             "drop --kubelet-build, or the kubelet_build factor",
         )
-    return [replace(a, kubelet_binary=name) for a in arms]
+    return [replace(a, kubelet=build) for a in arms]
 
 
 def check_builds_found(
     arms: Sequence[Arm], profiles: Sequence[NodeProfile], where: str | None = None
 ) -> None:
     """Every build an arm names by its placed name is found in each node's kubelet.builds_dir
-    (NodeProfile.build_folder, the rule the profile's own kubelet.build follows): a profile
+    (NodeProfile.build_binary, the rule the profile's own kubelet.build follows): a profile
     without one is refused here, before a plan is shown or a node touched."""
     for arm in arms:
-        if arm.kubelet_binary is not None and not arm.kubelet_binary.startswith("/"):
+        if isinstance(arm.kubelet, BuildName):
             for profile in profiles:
-                profile.build_folder(arm.kubelet_binary, where)
+                profile.build_binary(arm.kubelet, where)
 
 
 def check_plan_size(arms: int, sizes: int, blocks: int, where: str) -> None:

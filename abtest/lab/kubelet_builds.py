@@ -1,15 +1,23 @@
 """Extra kubelet builds for kubelet_build arms (`abtest lab kubelets`): releases (``v1.35.4``)
 and releases plus a patch series (``v1.36.3+agc``), built once, placed in the lab's builds
 directory (``<builds_dir>/<build>/kubelet``, with a patched build's ``source.json`` beside
-it), where the lab profile's ``kubelet.builds_dir`` finds them."""
+it: :func:`abtest.config.build_names.build_folder`, the rule the node layer reads them by),
+where the lab profile's ``kubelet.builds_dir`` finds them."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from abtest.config.build_names import (
+    BUILD_BINARY,
+    BuildName,
+    build_binary,
+    build_folder,
+    parse_build_name,
+)
 from abtest.config.domain import Release, skew_problem
-from abtest.config.kubelet_series import BuildName, PatchSeries, load_series, parse_build_name
+from abtest.config.kubelet_series import PatchSeries, load_series
 from abtest.config.paths import read_input
 from abtest.errors import UserError
 from abtest.lab import host, sdnode
@@ -31,11 +39,11 @@ def placed_kubelets(paths: Paths) -> list[str]:
         return []
     found = []
     for d in paths.kubelets.iterdir():
-        try:
+        try:  # a folder's name is read as a build's (what is not one is not a build)
             build = parse_build_name(d.name, str(d), paths=False)
         except UserError:
             continue
-        if (d / "kubelet").is_file():
+        if Path(build_binary(str(paths.kubelets), build)).is_file():
             found.append((build.release, build.name))
     return [name for _, name in sorted(found)]
 
@@ -47,14 +55,19 @@ def placed_series_build(build: BuildName, paths: Paths) -> Path | None:
     rebuilt; None for anything else (a shipped series or a folder is loaded and checked)."""
     if build.series is None or build.folder is not None:
         return None
-    folder = paths.kubelets / build.name
+    folder = placed_folder(paths, build)
     try:
         record = json.loads(read_input(folder / SOURCE_FILE, str(folder), "", 64_000))
     except (UserError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("build") != build.name:
         return None
-    return folder if (folder / "kubelet").is_file() else None
+    return folder if (folder / BUILD_BINARY).is_file() else None
+
+
+def placed_folder(paths: Paths, build: BuildName) -> Path:
+    """Where the lab places a build on this machine (node 1's builds_dir)."""
+    return Path(build_folder(str(paths.kubelets), build))
 
 
 Source = PatchSeries | Path | None  # a series to build, a build placed already, a release
@@ -105,25 +118,25 @@ def place_kubelets(
     placed = []
     for build, s in zip(wanted, series, strict=True):
         if isinstance(s, Path):
-            say(f"kubelet {build} placed already at {s / 'kubelet'}")
-            placed.append(s / "kubelet")
+            say(f"kubelet {build} placed already at {s / BUILD_BINARY}")
+            placed.append(s / BUILD_BINARY)
             placed += _place_in_systemd_node(paths, build, s, say)
             continue
         if s is None:
             source = ensure_binaries(say, release=build.release, names=("kubelet",)).path("kubelet")
         else:
-            source = ensure_patched_kubelet(s, say) / "kubelet"
-        dest = paths.kubelets / build.name
+            source = ensure_patched_kubelet(s, say) / BUILD_BINARY
+        dest = placed_folder(paths, build)
         make_dir(paths.kubelets)
         make_dir(dest)
-        install_binary(source, dest / "kubelet")
+        install_binary(source, dest / BUILD_BINARY)
         record = source.parent / SOURCE_FILE
         if s is not None:
             write_file(dest / SOURCE_FILE, record.read_bytes(), PUBLIC_FILE)
         else:
             (dest / SOURCE_FILE).unlink(missing_ok=True)
-        say(f"kubelet {build} at {dest / 'kubelet'}")
-        placed.append(dest / "kubelet")
+        say(f"kubelet {build} at {dest / BUILD_BINARY}")
+        placed.append(dest / BUILD_BINARY)
         placed += _place_in_systemd_node(paths, build, dest, say)
     return placed
 
@@ -134,16 +147,16 @@ def _place_in_systemd_node(paths: Paths, build: BuildName, placed: Path, say: Sa
     node = sdnode.SystemdNode(paths)
     if not node.rootfs.is_dir():
         return []
-    dest = node.file(f"{sdnode.BUILDS_DIR}/{build.name}")
+    dest = node.file(build_folder(sdnode.BUILDS_DIR, build))
     make_dir(dest.parent, 0o755)
     make_dir(dest, 0o755)
-    install_binary(placed / "kubelet", dest / "kubelet")
+    install_binary(placed / BUILD_BINARY, dest / BUILD_BINARY)
     if (placed / SOURCE_FILE).is_file():
         write_file(dest / SOURCE_FILE, (placed / SOURCE_FILE).read_bytes(), PUBLIC_FILE)
     else:
         (dest / SOURCE_FILE).unlink(missing_ok=True)
-    say(f"kubelet {build} in {sdnode.NAME} at {sdnode.BUILDS_DIR}/{build.name}/kubelet")
-    return [dest / "kubelet"]
+    say(f"kubelet {build} in {sdnode.NAME} at {build_binary(sdnode.BUILDS_DIR, build)}")
+    return [dest / BUILD_BINARY]
 
 
 def test_series(wanted: list[BuildName], say: Say = print) -> list[str]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from abtest.config.build_names import BuildName, KubeletBinary, NodePath, binary_of_level
 from abtest.config.domain import Arm, Release, build_version_of, release_of, skew_problem
 from abtest.config.playbook import NodeProfile
 from abtest.node.binary import check_path
@@ -54,13 +55,17 @@ class KubeletBuild:
         }
 
 
-def build_path(value: str | None, profile: NodeProfile) -> str | None:
-    """The file on the node a kubelet_build level names (None: the node's own binary)."""
+def build_path(value: KubeletBinary | str | None, profile: NodeProfile) -> str | None:
+    """The file on the node an arm's kubelet is (None: the node's own binary): a file named
+    by its path, or a placed build where the profile's builds_dir holds it. A text is read
+    as a catalog's kubelet_build level is (a path, else a build's name)."""
+    if isinstance(value, str):
+        value = binary_of_level(value, "kubelet_build")
     if value is None:
         return None
-    if value.startswith("/"):
-        return check_path(value, "kubelet_build")
-    return check_path(f"{profile.build_folder(value)}/kubelet", "builds_dir")
+    if isinstance(value, NodePath):
+        return check_path(value.path, "kubelet_build")
+    return check_path(profile.build_binary(value), "builds_dir")
 
 
 def read_build(session: NodeSession, path: str) -> KubeletBuild | None:
@@ -104,20 +109,20 @@ def arm_problems(
     problems: list[str] = []
     server = release_of(api_server or "")
     for arm in arms:
-        if arm.kubelet_binary is None:
+        if arm.kubelet is None:
             continue
-        path = build_path(arm.kubelet_binary, profile)
+        path = build_path(arm.kubelet, profile)
         build = builds.get(path)
         if build is None:
             hint = (
-                f"place it with `abtest lab kubelets {arm.kubelet_binary}`"
-                if not arm.kubelet_binary.startswith("/")
+                f"place it with `abtest lab kubelets {arm.kubelet}`"
+                if isinstance(arm.kubelet, BuildName)
                 and profile.kubelet_builds_dir
                 and profile.kubelet_builds_dir.startswith("/var/lib/abtest-lab/")
                 else "copy an executable kubelet there"
             )
             problems.append(
-                f"arm {arm.name}: kubelet build {arm.kubelet_binary} ({path}) does not exist on "
+                f"arm {arm.name}: kubelet build {arm.kubelet} ({path}) does not exist on "
                 f"{profile.node_name}, is not executable, or does not run `--version` ({hint})"
             )
             continue

@@ -8,11 +8,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from abtest.config.build_names import parse_build_name
 from abtest.config.factor_levels import NODE_KUBELET, FactorValue
 from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
-from abtest.config.kubelet_series import parse_build_name
 from abtest.config.yaml_checks import Fields
 from abtest.errors import UserError
 
