@@ -192,6 +192,9 @@ def test_the_resolution_is_the_whole_runs() -> None:
     from_history = compare_pair(own, baseline="b", treatment="t", size=10, metric="m",
                                 history=other)  # fmt: skip
     assert from_history.pct_ci is None and GRID_REASON in from_history.pct_note
+    (gate,) = decide(own, reference="b", candidate="t", sizes=[10], metrics=["m"],
+                     margin_pct=5.0, confidence=0.95, history=other)  # fmt: skip
+    assert gate.verdict == "INCONCLUSIVE" and GRID_REASON in gate.note
     # a run's grid under 1 % of this comparison's values is no coarseness for it
     slow = _frame({"b": [200.0, 211.0, 205.0], "t": [190.0, 199.0, 195.0]}, size=150)
     assert metric_step(pd.concat([other, slow]), slow, "m", None) == 0.0
