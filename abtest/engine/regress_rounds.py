@@ -41,7 +41,10 @@ def decide(
     confidence: float,
     look: int = 1,
     max_looks: int = 1,
+    history: pd.DataFrame | None = None,
 ) -> tuple[Decision, ...]:
+    """Every (size, metric) decision of one look; ``history``, the node's earlier rounds if
+    the caller has them, informs each metric's resolution (``regression_decision``)."""
     if reference == candidate:
         # One arm against itself is no comparison (the contrast collapses): a usage error.
         raise UserError(
@@ -72,6 +75,7 @@ def decide(
                     look=look,
                     max_looks=max_looks,
                     decisions=family,
+                    history=history,
                 )
             )
     return tuple(out)

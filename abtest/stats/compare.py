@@ -160,8 +160,10 @@ def compare_pair(
     size: int,
     metric: str,
     confidence: float = 0.95,
+    history: pd.DataFrame | None = None,
 ) -> Comparison:
-    """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``)."""
+    """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``);
+    ``history``, the node's earlier rounds, informs the metric's resolution only."""
     comparison, _ = compare_pair_with_saving(
         rounds,
         baseline=baseline,
@@ -169,6 +171,7 @@ def compare_pair(
         size=size,
         metric=metric,
         confidence=confidence,
+        history=history,
     )
     return comparison
 
@@ -181,6 +184,7 @@ def compare_pair_with_saving(
     size: int,
     metric: str,
     confidence: float = 0.95,
+    history: pd.DataFrame | None = None,
 ) -> tuple[Comparison, ContrastEstimate]:
     """``compare_pair``, and the contrast in seconds (``B - T``) its ``savings_s`` and
     ``savings_ci`` are, for a caller that also wants that scale's p-value (the comparison's
@@ -198,6 +202,7 @@ def compare_pair_with_saving(
         metric=metric,
         confidence=confidence,
         scale="raw",
+        history=history,
     )
     log_ratio = estimate_contrast(
         rounds,
@@ -206,6 +211,7 @@ def compare_pair_with_saving(
         metric=metric,
         confidence=confidence,
         scale="log",
+        history=history,
     )
     # The saving is a difference of these means exactly (complete blocks when paired).
     matched = dict(savings.arm_means)

@@ -24,7 +24,13 @@ import pandas as pd
 from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.frame import ARM, BLOCK, SIZE, has_blocks
 from abtest.stats.intervals import TIntervals, no_variation, welch_contrast
-from abtest.stats.resolution import coarse_note, floored_note, grid_step, paired_coarse
+from abtest.stats.resolution import (
+    MIN_RELATIVE_STEP,
+    coarse_note,
+    floored_note,
+    grid_step,
+    paired_coarse,
+)
 
 Scale = Literal["raw", "log"]
 Method = Literal["paired", "welch", "none"]
@@ -56,10 +62,13 @@ def estimate_contrast(
     metric: str,
     confidence: float,
     scale: Scale,
+    history: pd.DataFrame | None = None,
 ) -> ContrastEstimate:
     """Estimate ``sum_arm c_arm * E[metric | arm, size]`` (on ``scale``) with a t-interval.
 
-    Every arm with a non-zero coefficient must have at least one round at ``size``.
+    Every arm with a non-zero coefficient must have at least one round at ``size``. The
+    metric's resolution is found over ``rounds`` whole and ``history`` (the node's earlier
+    rounds, any frame with the ``metric`` column), see ``metric_step``.
     """
     coefs = {arm: float(c) for arm, c in coefficients.items() if c != 0.0}
     if not coefs:
@@ -86,10 +95,30 @@ def estimate_contrast(
         per_block = data.groupby([BLOCK, ARM], sort=True)["value"].mean().unstack(ARM)
         complete = per_block[list(coefs)].dropna()
         if len(complete) >= 2:
-            step = float(grid_step(selected[metric].to_numpy(dtype=np.float64)))
+            step = metric_step(rounds, selected, metric, history)
             return _paired(data, complete, coefs, confidence, magnitude, (scale, step))
         fallback_note = f"blocks do not pair up ({len(complete)} complete); unpaired Welch"
     return _welch(data, coefs, confidence, fallback_note, magnitude)
+
+
+def metric_step(
+    rounds: pd.DataFrame, selected: pd.DataFrame, metric: str, history: pd.DataFrame | None
+) -> float:
+    """The resolution of ``metric`` for a comparison of the ``selected`` rounds: the grid the
+    whole run shows (every arm and size in ``rounds``, and ``history``'s rounds), unless it is
+    under ``MIN_RELATIVE_STEP`` of this comparison's values; else the comparison's own.
+
+    Once per metric, not per comparison (issue 46): a comparison whose rounds all end on one
+    tick shows no grid of its own, where the run's other arms and sizes, or the node's history,
+    do; the run's grid then floors it or refuses it instead of a plain t on the jitter."""
+    own = selected[metric].to_numpy(dtype=np.float64)
+    frames = [rounds] if history is None or metric not in history else [rounds, history]
+    pooled = np.concatenate([f[metric].to_numpy(dtype=np.float64) for f in frames])
+    pooled = pooled[np.isfinite(pooled)]
+    run = float(grid_step(pooled)) if pooled.size > 1 else 0.0
+    if run > 0 and run >= MIN_RELATIVE_STEP * float(np.median(np.abs(own))):
+        return run
+    return float(grid_step(own))
 
 
 def _paired(

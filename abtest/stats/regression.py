@@ -141,8 +141,12 @@ def regression_decision(
     look: int = 1,
     max_looks: int = 1,
     decisions: int = 1,
+    history: pd.DataFrame | None = None,
 ) -> Decision:
     """Slowdown of ``candidate`` vs ``reference`` at one size with its verdict.
+
+    ``history``: the node's earlier rounds, if the caller has them, for the metric's
+    resolution (``abtest.stats.contrast.metric_step``).
 
     ``look`` is this look's number (1-based) out of at most ``max_looks`` planned looks, and
     ``decisions`` the number of (size, metric) decisions the overall verdict combines; the
@@ -176,6 +180,7 @@ def regression_decision(
         metric=metric,
         confidence=level,
         scale="log",
+        history=history,
     )
     matched = dict(log_ratio.arm_means)  # log-scale means over the interval's rounds
     ci = None

@@ -11,10 +11,16 @@ What is done (``tests/unit/stats/test_coarse_calibration.py`` measures it):
 
 - the resolution is the largest step of ``STEPS`` on whose grid every value lies (an offset
   allowed: ``v - min(v)`` are whole multiples), 0 when none or when it is finer than 1 % of the
-  values (milliseconds on seconds are continuous for this purpose); failing that, a step of
-  ``TICKS`` (1 s and up) nine in ten values lie within 5 % of, over two or more grid points
-  and six values or more (whole seconds plus a watch's milliseconds: a batch ending on the 1 s
-  relist);
+  values (milliseconds on seconds are continuous for this purpose); a tick above 1 s only where
+  the values take three of its points (prefer the smaller tick); failing that, the smallest
+  step of ``TICKS`` (1 s and up) nine in ten values lie within 5 % of, over two or more grid
+  points of those values and six values or more (whole seconds plus a watch's milliseconds: a
+  batch ending on the 1 s relist); failing that, 1 s where nine in ten values lie within 5 % of
+  a whole second, however few grid points they take (every round of 2.7 s of work ends on the
+  same 3 s tick: one point, no spread to speak of, and the tick hides the change);
+- the caller finds it once for a metric, over the whole run (every arm and size, and the node's
+  earlier rounds where given: ``abtest.stats.contrast``), not per comparison, so a comparison
+  whose own values sit on one tick inherits the grid the run shows;
 - rounding to a step ``q`` adds to each value an error of variance ``q^2 / 12`` when the values
   spread over several steps (Sheppard; Widrow's quantization theorem). A block's contrast
   ``sum c_a x_ab`` therefore varies by at least ``sqrt(sum c_a^2 q^2 / 12)`` (``x_ab`` replaced
@@ -65,9 +71,9 @@ class CoarseIntervals:
 
 
 def grid_step(values: ArrayLike) -> FloatArray:
-    """The resolution of the values along the last axis: the largest step in ``STEPS`` whose
-    grid (with any offset) holds every value; 0 where none does, where all values are equal or
-    where the step is finer than ``MIN_RELATIVE_STEP`` of the values."""
+    """The resolution of the values along the last axis; 0 where none is shown (see the
+    module's docstring: an exact grid, else ticks nine in ten values lie near over two or more
+    grid points, else every value near one whole tick)."""
     v = np.asarray(values, dtype=np.float64)
     shifted = v - v.min(axis=-1, keepdims=True)
     step = np.zeros(v.shape[:-1])
@@ -76,6 +82,9 @@ def grid_step(values: ArrayLike) -> FloatArray:
     for q in reversed(STEPS):  # smallest first: a larger step that also fits overrides it
         k = shifted / q
         on = np.all(np.abs(k - np.round(k)) <= scale / q, axis=-1) & varies
+        # a tick larger than the smallest that fits needs three of its points: whole seconds
+        # that happen to be 5 and 7 are no 2 s grid (its floor and refusal were wrong there)
+        on &= (q <= TICKS[-1]) | (step < TICKS[-1]) | (_points(np.round(k), on[..., None]) >= 3)
         step = np.where(on, q, step)
     least = MIN_RELATIVE_STEP * np.median(np.abs(v), axis=-1)
     # values on no coarse exact grid (none, or milliseconds) may still lie near a tick; only
@@ -86,24 +95,52 @@ def grid_step(values: ArrayLike) -> FloatArray:
     return np.asarray(np.where(step < least, 0.0, step), dtype=np.float64)
 
 
+def _points(k: FloatArray, counted: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """How many distinct grid points (``k`` rounded) the ``counted`` values take."""
+    marked = np.sort(np.where(counted, k, np.nan), axis=-1)  # NaNs sort last
+    new = np.diff(marked, axis=-1) > 0  # a comparison with NaN is False
+    first = np.any(counted, axis=-1)
+    return np.asarray(new.sum(axis=-1) + first, dtype=np.int64)
+
+
 def _near_grid(v: FloatArray) -> FloatArray:
-    """The largest of ``TICKS`` whose grid (the offset the values' circular mean) nine in ten
-    values lie within ``NEAR`` of a step of, over at least two grid points; 0 where none.
+    """The smallest of ``TICKS`` whose grid (the offset the values' circular mean) nine in ten
+    values lie within ``NEAR`` of a step of, over at least two grid points of those values
+    (ticks are relists: 1 s, even where the values happen to sit on even seconds); failing
+    that, the smallest tick when nine in ten lie within ``NEAR`` of a whole multiple (>= 1) of
+    it; 0 where none. Both need ``NEAR_MIN_VALUES`` values; with fewer, only values exactly on
+    whole ticks count.
 
     Batches that end on the kubelet's 1 s relist and start in step with it are whole seconds
     plus the milliseconds the watch takes: on no exact grid, yet as coarse as whole seconds
     (the plain t wrongly FAILed 5.3 % of ``lab-regression`` gates on them with 20 ms of jitter).
     Continuous values that near a grid by chance are rare: about 0.1 ** (0.9 n - 1). Nine in
-    ten, not all: over a long history a jitter of 20 ms puts one value in 80 past 50 ms."""
+    ten, not all: over a long history a jitter of 20 ms puts one value in 80 past 50 ms.
+
+    Points are counted among the values near the grid only: one value in ten half a step off
+    a 2 s grid made a second point of it, and 16-32 % of 1 s comparisons were refused on it.
+    One point: 2.7 s of work that ends on the next 1 s tick is 3.0xx s in both arms, and a
+    plain t on the milliseconds wrongly PASSed a true slowdown the tick hides (issue 46: 43 %
+    at the margin). A quiet continuous metric within 50 ms of a whole second looks the same;
+    it is refused too (the price: it cannot be told apart from the values alone)."""
     step = np.zeros(v.shape[:-1])
-    for q in reversed(TICKS):  # smallest first, as above
+    enough = v.shape[-1] >= NEAR_MIN_VALUES
+    for q in reversed(TICKS):  # smallest first, and the first that fits is kept
         turns = np.exp(2j * np.pi * v / q)
         centre = np.angle(turns.mean(axis=-1, keepdims=True)) / (2 * np.pi)
         k = v / q - centre
-        near = np.mean(np.abs(k - np.round(k)) <= NEAR, axis=-1) >= NEAR_SHARE
-        points = np.round(k).max(axis=-1) > np.round(k).min(axis=-1)
-        step = np.where(near & points & (v.shape[-1] >= NEAR_MIN_VALUES), q, step)
-    return np.asarray(step, dtype=np.float64)
+        close = np.abs(k - np.round(k)) <= NEAR
+        near = np.mean(close, axis=-1) >= NEAR_SHARE
+        points = _points(np.round(k), close)
+        fits = near & enough & (points >= 2) & (step == 0)
+        step = np.where(fits, q, step)
+    # near a whole tick of one or more (milliseconds, a relist's own duration, are near 0 s);
+    # with fewer than NEAR_MIN_VALUES values only exactly on it, as above
+    whole = v / TICKS[-1]
+    tolerance = NEAR if enough else _ON_GRID * max(1.0, float(np.abs(v).max(initial=0.0)))
+    on_tick = (np.abs(whole - np.round(whole)) <= tolerance) & (np.round(whole) >= 1)
+    one = np.mean(on_tick, axis=-1) >= NEAR_SHARE
+    return np.asarray(np.where((step == 0) & one, TICKS[-1], step), dtype=np.float64)
 
 
 def paired_coarse(
@@ -138,11 +175,13 @@ def paired_coarse(
 
 
 def coarse_note(step: float, spread: float) -> str:
-    """Why a comparison on coarse data has no interval."""
+    """Why a comparison on coarse data has no interval, and what to do about it."""
     return (
-        f"values on a {step:g} s grid vary by only {spread:.2g} s within an arm "
-        f"(under {COARSE_SPREAD:g} of the step): rounding is a bias more blocks do not remove, "
-        "no interval (measure at a finer resolution or a larger size)"
+        f"values on a {step:g} s grid (rounds that end on a {step:g} s tick, or whole "
+        f"seconds) vary by only {spread:.2g} s within an arm (under {COARSE_SPREAD:g} of the "
+        "step): rounding is a bias more blocks do not remove, and a change smaller than the "
+        "step may not show at all; no interval (measure a finer metric, or more pods per "
+        "batch so that a batch spans several steps)"
     )
 
 

@@ -166,12 +166,12 @@ def test_whole_seconds_with_jitter_are_on_a_grid_for_the_gate() -> None:
     assert np.mean(plain == 2) > 0.025 >= np.mean(aware == 2) and plain_pass > 0.025
 
 
-def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
-    """Measured, not hidden (docs/statistics.md): when every round of a comparison sits within
-    milliseconds of one tick, its values show no grid and get the plain t on the jitter alone.
-    At low work noise that is common, and a candidate at the margin wrongly PASSes the
-    lab-regression gate far more than alpha / 2 (0.88 % at 8 % noise, 12.1 % at 3.5 %, 23.4 %
-    at 2 %)."""
+def test_whole_second_ish_rounds_on_one_tick_are_refused_not_passed() -> None:
+    """When every round of a comparison sits within milliseconds of one tick, its values show
+    no grid of two points; they got the plain t on the jitter alone and, at low work noise, a
+    candidate at the margin wrongly PASSed the lab-regression gate far more than alpha / 2
+    (0.88 % at 8 % noise, 12.1 % at 3.5 %, 23.4 % at 2 %). Values near one whole tick are now
+    taken as on it (issue 46): refused as too coarse, INCONCLUSIVE with the reason."""
     rates = []
     for noise in (0.08, 0.035, 0.02):
         at, hinge = (
@@ -185,8 +185,8 @@ def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
         )
         print(f"whole-second-ish at {noise:.1%} noise, looks 3/6/9: wrong PASS {wrong:.2%}")
         rates.append(wrong)
-    # 0.88, 12.1, 23.4 % measured; at 6 000 gates within +-0.4, +-1.3, +-1.6 pts (3 sigma)
-    assert rates[0] <= 0.025 < 0.10 < rates[1] < rates[2]
+    # MEASURED_ONE_TICK; at 6 000 gates a true 2.5 % lands within +-0.6 pts (3 sigma)
+    assert max(rates) <= 0.025 + slack(0.025, SIMS)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,13 @@ def test_whole_second_ish_rounds_on_one_tick_are_not_covered() -> None:
         ([5.012, 6.021, 5.993, 12.03, 2.99, 6.0], 1.0),
         ([5.0, 6.0, 5.0, 6.0], 1.0),  # exactly on it
         ([5.3, 6.1, 5.9, 6.0], 0.1),  # exact tenths
-        ([5.01, 5.02, 4.99, 5.0, 5.0, 5.01], 0.0),  # near one grid point only: no grid shown
+        ([5.01, 5.02, 4.99, 5.0, 5.0, 5.01], 1.0),  # near one whole second: on that tick
+        ([3.0, 3.0, 3.0, 3.0], 1.0),  # exactly on one whole second, however few
+        ([5.02, 5.01, 4.99, 5.0, 5.0, 5.51], 0.0),  # one in six half a second off
+        ([0.0081, 0.0093, 0.0114, 0.0087, 0.0102, 0.0121], 0.0),  # ms: no tick
+        ([5.0, 7.0, 5.0, 7.0, 7.0, 5.0], 1.0),  # two points of a 2 s grid: the smaller tick
+        ([10.0, 20.0, 30.0, 20.0], 10.0),  # three points of a 10 s grid
+        ([3.01, 3.02, 2.99, 3.0, 3.01, 3.0, 3.0, 3.01, 3.02, 4.51], 1.0),  # 9 in 10 on 1 tick
         ([5.012, 6.021, 5.993, 6.0, 5.01], 0.0),  # too few values to allow jitter
         ([2.0137, 4.0291, 2.0137, 4.0291], 0.0),  # near a 2 s grid, but only 4 values
         ([5.21, 6.02, 5.99, 6.0, 6.01, 5.0], 0.0),  # one value in 6 is 0.2 s off
