@@ -22,6 +22,7 @@ from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
+from abtest.stats.intervals import check_confidence
 from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
 from abtest.stats.regress_plan import (
     LARGEST_CAP,
@@ -79,16 +80,17 @@ def plan_regress(
     # the gate's own rules (issue 46: --plan took --margin -5, nan and 1000)
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     confidence = pb.confidence if req.confidence is None else req.confidence
+    check_confidence(confidence)  # before the history is read: one line, nothing else printed
     first, cap = req.first_look or pb.rounds, req.max_rounds or pb.max_rounds
     look_schedule(first, cap)  # the same refusals as the gate
     if cap > LARGEST_CAP:
         # the plan simulates every block of thousands of gates: 10 000 blocks took minutes
         raise UserError(
-            f"--max-rounds {cap}: a plan simulates every block up to the cap, and plans caps "
+            f"{cap} blocks: --plan simulates every block up to the cap, and plans caps "
             f"up to {LARGEST_CAP} blocks",
-            "--plan",
-            f"plan with --max-rounds {LARGEST_CAP} or less (a gate that needs more is "
-            "too noisy for its margin: a larger size, a quieter node or a wider margin)",
+            "--max-rounds",
+            f"plan with --max-rounds {LARGEST_CAP} or less; a gate that needs more is "
+            "too noisy for its margin (a larger size, a quieter node or a wider margin)",
         )
     metrics = list(req.metrics) or list(pb.metrics)
     sizes = list(req.sizes or pb.sizes)

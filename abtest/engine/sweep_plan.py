@@ -348,6 +348,7 @@ def power_plan(
     rounds (``history``, ``experiment.history.noise_history``) when it has enough of them
     (``abtest.stats.round_model``), else the normal model with its noise or the default."""
     from abtest.stats.power import default_noise, noise_from_history
+    from abtest.stats.power_sim import MAX_SIM_BLOCKS
     from abtest.stats.round_model import round_model
 
     rows = []
@@ -361,10 +362,14 @@ def power_plan(
                 model = round_model(history, metric=metric, size=size)
             # the pooled comparison pairs (node, block): every node adds its blocks
             blocks = plan.playbook.rounds * len(plan.profiles)
-            if model is not None:
+            if model is not None and blocks <= MAX_SIM_BLOCKS:
                 rows.append(_simulated_row(model, noise, blocks, confidence, power, detect_pct))
             else:
-                rows.append(_normal_row(noise, blocks, confidence, power, detect_pct))
+                row = _normal_row(noise, blocks, confidence, power, detect_pct)
+                if model is not None:  # issue 46: 1000 blocks x 8 nodes simulated for minutes
+                    why = f"{blocks} blocks: the node's rounds simulate up to {MAX_SIM_BLOCKS}"
+                    row = replace(row, model=f"{row.model} ({why})")
+                rows.append(row)
     return rows
 
 

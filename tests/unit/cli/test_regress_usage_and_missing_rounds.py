@@ -253,7 +253,10 @@ def test_plan_says_when_the_data_are_coarse(tmp_path: Path, regress: Regress) ->
         (["--margin", "-5"], "negative"),
         (["--margin", "nan"], "not a finite number"),
         (["--margin", "1000"], "above 100 %"),
+        (["--max-rounds", "10000"], "--max-rounds: 10000 blocks: --plan simulates every block"),
         (["--max-rounds", "10000"], "plans caps up to 200 blocks"),
+        (["--confidence", "nan"], "--confidence: confidence nan is not between 0 and 1"),
+        (["--confidence", "95"], "--confidence: confidence 95.0 is not between 0 and 1"),
     ],
 )
 def test_plan_checks_its_bounds_as_the_gate_does(
@@ -264,6 +267,8 @@ def test_plan_checks_its_bounds_as_the_gate_does(
     proc = regress("--plan", "--playbook", "lab-regression", "--csv", str(pilot),
                    "--reference", "ref", "--candidate", "cand", *flags)  # fmt: skip
     assert proc.code == 2 and says in proc.err and "Traceback" not in proc.err
+    # one line, refused before the history is read (no noise lines before it)
+    assert proc.err.strip().count("\n") == 0 and proc.out == ""
 
 
 def test_plan_says_it_writes_no_junit(tmp_path: Path, regress: Regress) -> None:

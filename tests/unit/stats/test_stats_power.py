@@ -235,6 +235,18 @@ def test_too_short_a_history_plans_with_the_normal_model_and_says_so() -> None:
     )
 
 
+def test_past_the_simulations_blocks_the_plan_uses_the_normal_model_and_says_so() -> None:
+    """Issue 46: `abtest plan --rounds 1000` over several nodes simulated every block of the
+    node's rounds for minutes; past MAX_SIM_BLOCKS the row is the normal model, named."""
+    history = _history(0.05, runs=6, blocks=8, arms=4, seed=3)
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=1000, sizes=(20,)))
+    rows = power_plan(plan, history, detect_pct=10.0, metrics=("batch_ready_s",))
+    assert [r.simulated for r in rows] == [False]
+    assert rows[0].model == "normal model (1000 blocks: the node's rounds simulate up to 100)"
+    noise = noise_from_history(history, metric="batch_ready_s", size=20)
+    assert rows[0].blocks_needed == blocks_needed(noise.sd_log_diff, 10.0, 0.95)
+
+
 def test_analyze_terminal_and_json_carry_the_achieved_mde(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
