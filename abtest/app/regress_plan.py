@@ -23,6 +23,7 @@ from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
 from abtest.stats.intervals import check_confidence
+from abtest.stats.plan_interval import RateInterval
 from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
 from abtest.stats.regress_plan import (
     LARGEST_CAP,
@@ -61,6 +62,7 @@ class RegressPlanReport:
             "node_seconds_cap": self.node_seconds_cap,
             "coarse": list(self.coarse),
             "rates_from": list(p.models),
+            "interval": _interval_dict(p.interval),
             "noise": [
                 {
                     "metric": n.metric,
@@ -71,6 +73,36 @@ class RegressPlanReport:
                 for n in self.noises
             ],
         }
+
+
+def _interval_dict(sure: RateInterval | None) -> dict[str, Any] | None:
+    if sure is None:
+        return None
+    return {
+        "level": sure.level,
+        "noise_df": sure.df,
+        "pass_if_unchanged": None
+        if sure.pass_if_unchanged is None
+        else list(sure.pass_if_unchanged),
+        "fail_if_twice_margin": (
+            None if sure.fail_if_twice_margin is None else list(sure.fail_if_twice_margin)
+        ),
+        "why_none": sure.why_none,
+    }
+
+
+def describe_interval(sure: RateInterval | None) -> str | None:
+    """The plan's line on how sure it is of its rates (issue 46)."""
+    if sure is None:
+        return None
+    if sure.pass_if_unchanged is None or sure.fail_if_twice_margin is None:
+        return f"  how sure: no interval for these rates ({sure.why_none})"
+    (pa, pb), (fa, fb) = sure.pass_if_unchanged, sure.fail_if_twice_margin
+    return (
+        f"  how sure: {sure.level:.0%} intervals, from the uncertainty of the noise measured on "
+        f"{sure.df} df: PASS {pa:.0%} to {pb:.0%}, FAIL {fa:.0%} to {fb:.0%} (more history "
+        "narrows them)"
+    )
 
 
 def plan_regress(
@@ -113,6 +145,8 @@ def plan_regress(
         confidence=confidence,
         target=TARGET,
         models=models,
+        # the interval's noise: the least measured decision's (a default one has none)
+        noise_df=min(n.df for n in noises) if all(n.from_history for n in noises) else 0,
     )
     return RegressPlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
 
@@ -200,6 +234,9 @@ def describe_plan(r: RegressPlanReport) -> str:
         f"one is below it) FAILs {p.fail_if_twice_margin:.0%}; at the margin itself a FAIL is "
         f"at most {(1 - p.confidence) / 2:.1%} by design",
     ]
+    sure = describe_interval(p.interval)
+    if sure is not None:
+        lines.append(sure)
     if r.node_seconds_first_look is not None and r.node_seconds_cap is not None:
         lines.append(
             f"  node time: {r.node_seconds_first_look / 60:.0f} min to the first look, "
