@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
 from scipy import stats as sps
 
 from abtest.stats.round_model import RoundModel
@@ -53,7 +54,7 @@ def scaled(model: RoundModel, factor: float) -> RoundModel:
     """``model`` with its rounds' own noise ``factor`` times as large (levels unchanged)."""
     return replace(
         model,
-        residuals=model.residuals * factor,
+        residuals=np.asarray(model.residuals * factor, dtype=np.float64),
         round_sd=model.round_sd * factor,
         work_sd=model.work_sd * factor,
     )
