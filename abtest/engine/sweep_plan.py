@@ -332,6 +332,9 @@ class PowerRow:
     simulated: bool = False  # from the node's rounds through the analysis (issue 37 §4)
     blocks_cap: int = 10_000  # blocks_needed is None beyond this many
     mde_cap: float = 100.0  # mde_pct is inf when no change up to this is detected
+    #: power_at_detect's 90 % interval from the uncertainty of the node's noise (simulated rows
+    #: on continuous rounds; issue 46)
+    power_interval: tuple[float, float] | None = None
 
 
 def power_plan(
@@ -386,7 +389,7 @@ def _simulated_row(
     sim = plan_from_rounds(model, blocks, confidence, detect_pct, power)
     return PowerRow(
         model.metric, model.size, noise, blocks, sim.mde_pct, detect_pct, sim.blocks_needed,
-        sim.power_at, model.source, True, MAX_SIM_BLOCKS, MAX_MDE_PCT,
+        sim.power_at, model.source, True, MAX_SIM_BLOCKS, MAX_MDE_PCT, sim.power_interval,
     )  # fmt: skip
 
 

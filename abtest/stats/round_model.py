@@ -70,6 +70,7 @@ class RoundModel:
     #: metric and size of a simulated round from one history round (``stats.joint_rounds``)
     block_keys: tuple[str, ...] = ()
     cell_keys: tuple[str, ...] = ()
+    df: int = 0  # residual degrees of freedom of ``round_sd`` (the plan's interval, issue 46)
 
     @property
     def source(self) -> str:
@@ -131,7 +132,7 @@ def round_model(
     block_keys, cell_keys = _keys(named_tables)
     return RoundModel(
         metric, size, level_arr, np.concatenate(residuals), round_sd, work_sd, tick, phases,
-        n_rounds, len(tables), whose, block_keys, cell_keys,
+        n_rounds, len(tables), whose, block_keys, cell_keys, df,
     )  # fmt: skip
 
 

@@ -215,9 +215,16 @@ def test_plan_cli_answers_detect_from_history(
         assert p["blocks_needed"] == sim.blocks_needed and p["blocks_cap"] == 100
         assert p["power_at_detect"] == pytest.approx(sim.power_at, abs=1e-3)
         assert p["mde_pct"] == pytest.approx(sim.mde_pct, abs=0.01)
+        # how sure (issue 46): the power's 90 % interval, none on tick-ended rounds
+        if sim.power_interval is None:
+            assert p["power_at_detect_interval"] is None and model.tick > 0
+        else:
+            assert p["power_at_detect_interval"] == pytest.approx(sim.power_interval, abs=1e-3)
     text = run([*args, "--detect", "10%"], capsys, monkeypatch, env=env)
     assert text.code == 0, text.err
     assert "blocks for 10 %" in text.out and "power for 10 %" in text.out
+    assert all(p["power_at_detect_interval"] for p in power)  # continuous rounds: all four
+    assert "in brackets its 90 % interval from the uncertainty" in text.out
     assert "this node's" in text.out and "simulated from its earlier rounds" in text.out
     assert "default" not in text.out.split("MDE:")[0]
 
