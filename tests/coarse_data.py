@@ -80,6 +80,39 @@ def history(
     )  # fmt: skip
 
 
+def correlated_history(
+    rng: np.random.Generator,
+    *,
+    metrics: tuple[str, ...] = ("m", "p"),
+    rho: float = 0.7,
+    runs: int = 3,
+    blocks: int = 5,
+    arms: int = 4,
+    arm_sd: float = 0.10,
+    base: float = 5.5,
+    noise: float = 0.035,
+    drift: float = 0.05,
+    mode: str = "exact",
+) -> pd.DataFrame:
+    """``history`` with several metrics of the same rounds, their round noise correlated by
+    ``rho`` as ``rounds``' decisions are (batch_ready_s and p95_s of one batch)."""
+    shape = (runs, blocks, arms)
+    effects = rng.normal(0.0, arm_sd, (1, 1, arms))
+    effects[..., 0] = 0.0
+    level = np.log(base) + effects + rng.normal(0.0, drift, (runs, blocks, 1))
+    common = rng.normal(size=shape)
+    r, b, a = np.meshgrid(range(runs), range(blocks), range(arms), indexing="ij")
+    names = np.array(["baseline", *(f"arm{i}" for i in range(1, arms))])
+    frame = pd.DataFrame(
+        {"group": r.ravel(), "block": b.ravel(), "arm": names[a.ravel()], "size": 10}
+    )
+    for metric in metrics:
+        own = rng.normal(size=shape)
+        work = np.exp(level + noise * (np.sqrt(rho) * common + np.sqrt(1 - rho) * own))
+        frame[metric] = observe(rng, work, mode).ravel()
+    return frame
+
+
 def observe(rng: np.random.Generator, work: FloatArray, mode: str) -> FloatArray:
     """``work`` as observed in ``mode`` (see the module's docstring)."""
     if mode == "exact":

@@ -87,6 +87,10 @@ class PlanReport:
             "blocks_needed": r.blocks_needed,
             "blocks_cap": r.blocks_cap,
             "power_at_detect": None if r.power_at_detect is None else round(r.power_at_detect, 3),
+            # how sure (issue 46): a 90 % interval from the noise's uncertainty, simulated rows
+            "power_at_detect_interval": (
+                None if r.power_interval is None else [round(x, 3) for x in r.power_interval]
+            ),
             "power_model": r.model,
             "simulated": r.simulated,
             "sd_log_diff": round(r.noise.sd_log_diff, 5),

@@ -22,6 +22,8 @@ from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import look_schedule
 from abtest.errors import UserError
 from abtest.ingest.rounds import load_rounds
+from abtest.stats.intervals import check_confidence
+from abtest.stats.plan_interval import RateInterval
 from abtest.stats.power import GROUP, Noise, default_noise, noise_from_history
 from abtest.stats.regress_plan import (
     LARGEST_CAP,
@@ -60,6 +62,7 @@ class RegressPlanReport:
             "node_seconds_cap": self.node_seconds_cap,
             "coarse": list(self.coarse),
             "rates_from": list(p.models),
+            "interval": _interval_dict(p.interval),
             "noise": [
                 {
                     "metric": n.metric,
@@ -72,6 +75,36 @@ class RegressPlanReport:
         }
 
 
+def _interval_dict(sure: RateInterval | None) -> dict[str, Any] | None:
+    if sure is None:
+        return None
+    return {
+        "level": sure.level,
+        "noise_df": sure.df,
+        "pass_if_unchanged": None
+        if sure.pass_if_unchanged is None
+        else list(sure.pass_if_unchanged),
+        "fail_if_twice_margin": (
+            None if sure.fail_if_twice_margin is None else list(sure.fail_if_twice_margin)
+        ),
+        "why_none": sure.why_none,
+    }
+
+
+def describe_interval(sure: RateInterval | None) -> str | None:
+    """The plan's line on how sure it is of its rates (issue 46)."""
+    if sure is None:
+        return None
+    if sure.pass_if_unchanged is None or sure.fail_if_twice_margin is None:
+        return f"  how sure: no interval for these rates ({sure.why_none})"
+    (pa, pb), (fa, fb) = sure.pass_if_unchanged, sure.fail_if_twice_margin
+    return (
+        f"  how sure: {sure.level:.0%} intervals, from the uncertainty of the noise measured on "
+        f"{sure.df} df: PASS {pa:.0%} to {pb:.0%}, FAIL {fa:.0%} to {fb:.0%} (more history "
+        "narrows them)"
+    )
+
+
 def plan_regress(
     req: RegressRequest, say: Callable[[str], None] = lambda _: None
 ) -> RegressPlanReport:
@@ -79,16 +112,17 @@ def plan_regress(
     # the gate's own rules (issue 46: --plan took --margin -5, nan and 1000)
     margin = pb.margin_pct if req.margin_pct is None else check_margin(req.margin_pct, "--margin")
     confidence = pb.confidence if req.confidence is None else req.confidence
+    check_confidence(confidence)  # before the history is read: one line, nothing else printed
     first, cap = req.first_look or pb.rounds, req.max_rounds or pb.max_rounds
     look_schedule(first, cap)  # the same refusals as the gate
     if cap > LARGEST_CAP:
         # the plan simulates every block of thousands of gates: 10 000 blocks took minutes
         raise UserError(
-            f"--max-rounds {cap}: a plan simulates every block up to the cap, and plans caps "
+            f"{cap} blocks: --plan simulates every block up to the cap, and plans caps "
             f"up to {LARGEST_CAP} blocks",
-            "--plan",
-            f"plan with --max-rounds {LARGEST_CAP} or less (a gate that needs more is "
-            "too noisy for its margin: a larger size, a quieter node or a wider margin)",
+            "--max-rounds",
+            f"plan with --max-rounds {LARGEST_CAP} or less; a gate that needs more is "
+            "too noisy for its margin (a larger size, a quieter node or a wider margin)",
         )
     metrics = list(req.metrics) or list(pb.metrics)
     sizes = list(req.sizes or pb.sizes)
@@ -111,6 +145,8 @@ def plan_regress(
         confidence=confidence,
         target=TARGET,
         models=models,
+        # the interval's noise: the least measured decision's (a default one has none)
+        noise_df=min(n.df for n in noises) if all(n.from_history for n in noises) else 0,
     )
     return RegressPlanReport(plan, noises, *node_seconds, _coarse(history, metrics, sizes))
 
@@ -198,6 +234,9 @@ def describe_plan(r: RegressPlanReport) -> str:
         f"one is below it) FAILs {p.fail_if_twice_margin:.0%}; at the margin itself a FAIL is "
         f"at most {(1 - p.confidence) / 2:.1%} by design",
     ]
+    sure = describe_interval(p.interval)
+    if sure is not None:
+        lines.append(sure)
     if r.node_seconds_first_look is not None and r.node_seconds_cap is not None:
         lines.append(
             f"  node time: {r.node_seconds_first_look / 60:.0f} min to the first look, "

@@ -35,8 +35,9 @@ def history(
         typer.Option(
             "--fail-on-new",
             metavar="K",
-            help="Exit 1 when a slower change point was confirmed within the last K runs "
-            "(confirmed: its new level held for 3 runs).",
+            help="Exit 1 on a confirmed slower change point (its new level held for 3 runs, "
+            "its step's interval above 0) that the reports of K runs ago and before did not "
+            "show, whichever night it is found.",
         ),
     ] = None,
     alarm_unconfirmed: Annotated[

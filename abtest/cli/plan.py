@@ -122,7 +122,7 @@ def _print_power(rows: list[PowerRow], confidence: float) -> None:
         mde = f"{r.mde_pct:.1f} %" if r.mde_pct != float("inf") else f"> {r.mde_cap:g} %"
         row = [r.metric, str(r.size), f"{r.noise.sd_log_diff:.4f}", r.model, mde]
         if asked is not None:
-            row.append("-" if r.power_at_detect is None else f"{r.power_at_detect:.0%}")
+            row.append(_power_cell(r))
             row.append(str(r.blocks_needed) if r.blocks_needed else f"> {r.blocks_cap}")
         table.append(row)
     print_table("what each comparison vs baseline can detect", columns, table)
@@ -131,6 +131,12 @@ def _print_power(rows: list[PowerRow], confidence: float) -> None:
         f"80 % power, i.e. its {level} % interval excludes 0 in 80 % of runs; Holm across arms "
         "not included."
     )
+    if any(r.power_interval is not None for r in rows):
+        console.print(
+            "power for the change asked: in brackets its 90 % interval from the uncertainty of "
+            "the noise the node's rounds measured (none on rounds that end on ticks, where the "
+            "noise does not decide it)"
+        )
     if any(r.simulated for r in rows):
         console.print(
             "from this node's rounds: 1000 experiments simulated from its earlier rounds (the "
@@ -153,3 +159,13 @@ def _print_power(rows: list[PowerRow], confidence: float) -> None:
             "(paired log SD 0.10); a sweep on this node replaces it",
             style="yellow",
         )
+
+
+def _power_cell(r: PowerRow) -> str:
+    """``62%``, with its interval where the plan has one: ``62% (45-78%)``."""
+    if r.power_at_detect is None:
+        return "-"
+    if r.power_interval is None:
+        return f"{r.power_at_detect:.0%}"
+    lo, hi = r.power_interval
+    return f"{r.power_at_detect:.0%} ({lo * 100:.0f}-{hi:.0%})"

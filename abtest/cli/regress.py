@@ -90,7 +90,8 @@ def regress(
             "--plan",
             help="Measure nothing: print how often this gate PASSes an unchanged candidate and "
             "FAILs one slower by twice the margin, its blocks and node time, from the node's "
-            "earlier runs (--profile) or a pilot (--csv ...).",
+            "earlier runs (--profile) or a pilot (--csv ...). Writes no --junit or --summary "
+            "file (a plan is no verdict), and says so on stderr.",
         ),
     ] = False,
 ) -> None:

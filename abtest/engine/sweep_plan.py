@@ -337,6 +337,9 @@ class PowerRow:
     simulated: bool = False  # from the node's rounds through the analysis (issue 37 §4)
     blocks_cap: int = 10_000  # blocks_needed is None beyond this many
     mde_cap: float = 100.0  # mde_pct is inf when no change up to this is detected
+    #: power_at_detect's 90 % interval from the uncertainty of the node's noise (simulated rows
+    #: on continuous rounds; issue 46)
+    power_interval: tuple[float, float] | None = None
 
 
 def power_plan(
@@ -353,6 +356,7 @@ def power_plan(
     rounds (``history``, ``experiment.history.noise_history``) when it has enough of them
     (``abtest.stats.round_model``), else the normal model with its noise or the default."""
     from abtest.stats.power import default_noise, noise_from_history
+    from abtest.stats.power_sim import MAX_SIM_BLOCKS
     from abtest.stats.round_model import round_model
 
     rows = []
@@ -366,10 +370,14 @@ def power_plan(
                 model = round_model(history, metric=metric, size=size)
             # the pooled comparison pairs (node, block): every node adds its blocks
             blocks = plan.playbook.rounds * len(plan.profiles)
-            if model is not None:
+            if model is not None and blocks <= MAX_SIM_BLOCKS:
                 rows.append(_simulated_row(model, noise, blocks, confidence, power, detect_pct))
             else:
-                rows.append(_normal_row(noise, blocks, confidence, power, detect_pct))
+                row = _normal_row(noise, blocks, confidence, power, detect_pct)
+                if model is not None:  # issue 46: 1000 blocks x 8 nodes simulated for minutes
+                    why = f"{blocks} blocks: the node's rounds simulate up to {MAX_SIM_BLOCKS}"
+                    row = replace(row, model=f"{row.model} ({why})")
+                rows.append(row)
     return rows
 
 
@@ -386,7 +394,7 @@ def _simulated_row(
     sim = plan_from_rounds(model, blocks, confidence, detect_pct, power)
     return PowerRow(
         model.metric, model.size, noise, blocks, sim.mde_pct, detect_pct, sim.blocks_needed,
-        sim.power_at, model.source, True, MAX_SIM_BLOCKS, MAX_MDE_PCT,
+        sim.power_at, model.source, True, MAX_SIM_BLOCKS, MAX_MDE_PCT, sim.power_interval,
     )  # fmt: skip
 
 

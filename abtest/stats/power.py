@@ -222,10 +222,16 @@ def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[pd.D
     """Each run's rounds of ``metric`` at ``size`` as a (blocks x arms) table of raw values,
     complete blocks only (repeats in a cell averaged on the log scale); runs with fewer than
     2 such blocks or 2 arms carry no paired information and are left out."""
+    return [table for _, table in run_tables(history, metric=metric, size=size)]
+
+
+def run_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[tuple[str, pd.DataFrame]]:
+    """``paired_tables``, each with its run's name (the plan matches one run's block across
+    metrics and sizes by it)."""
     rows = history[(history["size"] == size) & history[metric].notna()]
     rows = rows[rows[metric] > 0]
     tables = []
-    for _, group in rows.groupby(GROUP, sort=False):
+    for name, group in rows.groupby(GROUP, sort=False):
         logs = group.assign(value=np.log(group[metric].to_numpy(dtype=np.float64)))
         cells = logs.groupby(["block", "arm"])["value"].mean().unstack("arm")
         complete = cells.dropna(axis=0, how="any")
@@ -235,7 +241,8 @@ def paired_tables(history: pd.DataFrame, *, metric: str, size: int) -> list[pd.D
             complete = cells[kept].dropna(axis=0, how="any")
         if complete.shape[0] >= 2 and complete.shape[1] >= 2:
             raw = np.exp(complete.to_numpy(dtype=np.float64))
-            tables.append(pd.DataFrame(raw, index=complete.index, columns=complete.columns))
+            table = pd.DataFrame(raw, index=complete.index, columns=complete.columns)
+            tables.append((str(name), table))
     return tables
 
 

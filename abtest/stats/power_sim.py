@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from abtest.stats.intervals import FloatArray, check_confidence, no_variation
+from abtest.stats.plan_interval import scaled, sd_factors
 from abtest.stats.power import POWER, check_power, log_of_pct
 from abtest.stats.resolution import grid_step, paired_coarse
 from abtest.stats.round_model import Draws, RoundModel, draws, simulate
@@ -48,6 +49,9 @@ class SimPlan:
     blocks_needed: int | None  # for detect_pct; None when not asked or > MAX_SIM_BLOCKS
     power: float
     simulations: int
+    #: power_at's ``plan_interval.LEVEL`` interval from the uncertainty of the rounds' noise;
+    #: None when not asked, or on rounds that end on ticks (``abtest.stats.plan_interval``)
+    power_interval: tuple[float, float] | None = None
 
 
 def detects(cells: FloatArray, confidence: float, continuous: bool = False) -> NDArray[np.bool_]:
@@ -130,8 +134,20 @@ def plan_from_rounds(
     most = max(blocks, MAX_SIM_BLOCKS if detect_pct is not None else blocks, 2)
     d = draws(model, simulations, most, seed)
     mde = simulated_mde(model, d, blocks, confidence, power)
-    power_at = needed = None
+    power_at = needed = sure = None
     if detect_pct is not None:
         power_at = either_way(model, d, detect_pct, blocks, confidence) if blocks >= 2 else 0.0
         needed = simulated_blocks_needed(model, d, detect_pct, confidence, power)
-    return SimPlan(mde, blocks, detect_pct, power_at, needed, power, simulations)
+        sure = _power_interval(model, d, detect_pct, blocks, confidence)
+    return SimPlan(mde, blocks, detect_pct, power_at, needed, power, simulations, sure)
+
+
+def _power_interval(
+    model: RoundModel, d: Draws, pct: float, blocks: int, confidence: float
+) -> tuple[float, float] | None:
+    """The power again with the rounds' noise at both ends of its interval (the same draws);
+    none on tick-ended rounds, where the noise does not decide it (``plan_interval``)."""
+    if blocks < 2 or model.tick > 0 or model.df <= 0:
+        return None
+    ends = [either_way(scaled(model, f), d, pct, blocks, confidence) for f in sd_factors(model.df)]
+    return min(ends), max(ends)

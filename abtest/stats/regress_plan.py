@@ -5,8 +5,10 @@ Why a simulation. The gate's verdict is the worst of several decisions over seve
 Bonferroni-spent intervals; its PASS rate has no closed form. So the plan simulates the gate
 (``regress_codes``, the very rule the gate runs) on per-block log ratios that are normal with the
 node's paired SD (``abtest.stats.power``'s noise from history, or its stated default), the
-decisions independent (the lowest PASS rate for a given noise: correlated metrics PASS
-together more often, so the plan errs on the safe side).
+decisions independent, or from the node's own rounds, every decision of a simulated round from
+the same history round (``abtest.stats.joint_rounds``): the gate's verdict is the worst of its
+decisions, so their correlation decides both rates, and independent decisions planned the FAIL
+rate at twice the margin 10-22 points high where two metrics correlate at 0.7 (issue 46).
 
 The two outcomes. At the margin itself a FAIL is by design at most alpha / 2 (that is the wrong
 FAIL the gate promises not to make), so "a candidate at the margin FAILs" is planned as its
@@ -23,8 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from abtest.stats.intervals import FloatArray
+from abtest.stats.joint_rounds import joint_draws
+from abtest.stats.plan_interval import LEVEL, RateInterval, no_interval, scaled, sd_factors
 from abtest.stats.regress_sim import regress_outcome
-from abtest.stats.round_model import Draws, RoundModel, draws, simulate
+from abtest.stats.round_model import Draws, RoundModel, simulate
 
 TARGET = 0.80
 SIMULATIONS = 4_000
@@ -52,6 +56,7 @@ class RegressPlan:
     cap_that_would: int | None  # the smallest cap (same first look) reaching the target
     margin_that_would: float | None  # the smallest margin reaching it with this cap
     models: tuple[str, ...] = ()  # per decision: "this node's N rounds ..." or "normal model"
+    interval: RateInterval | None = None  # how sure the plan is of the two rates (issue 46)
 
     @property
     def from_rounds(self) -> bool:
@@ -83,6 +88,7 @@ class _Noise:
     models: tuple[RoundModel | None, ...]
     normals: FloatArray  # (sims, decisions, largest)
     node_draws: tuple[Draws | None, ...]
+    seed: int = 37  # the draws': the interval's ends redraw the same rounds
 
     @property
     def on_ticks(self) -> bool:
@@ -110,10 +116,11 @@ def _noise(
     rng = np.random.default_rng(seed)
     normals = rng.standard_normal((sims, len(sds), largest))
     chosen = tuple(models) if models else (None,) * len(sds)
-    node = tuple(
-        None if m is None else draws(m, sims, largest, seed + 1 + i) for i, m in enumerate(chosen)
-    )
-    return _Noise(tuple(sds), chosen, normals, node)
+    present = [m for m in chosen if m is not None]
+    # every decision of a simulated round from the same history round (issue 46)
+    joint = iter(joint_draws(present, sims, largest, seed + 1)) if present else iter(())
+    node = tuple(None if m is None else next(joint) for m in chosen)
+    return _Noise(tuple(sds), chosen, normals, node, seed)
 
 
 def _rates(
@@ -145,10 +152,13 @@ def simulated_plan(
     seed: int = 37,
     search: bool = True,
     models: Sequence[RoundModel | None] = (),
+    noise_df: int = 0,
 ) -> RegressPlan:
     """The gate's two rates for these noises and looks, and, when they fall short of
     ``target`` (and ``search``), the cap and the margin that would reach it. A decision with a
-    model in ``models`` is simulated from the node's rounds, the others from a normal model."""
+    model in ``models`` is simulated from the node's rounds, the others from a normal model.
+    ``noise_df``: the degrees of freedom the noises were estimated on (the fewest of them),
+    for the rates' interval (``abtest.stats.plan_interval``); 0: a stated default, none."""
     node = any(m is not None for m in models)
     largest = max(cap, NODE_LARGEST_CAP if node else LARGEST_CAP)
     noise = _noise(sd_log_diffs, models, simulations, largest, seed)
@@ -162,9 +172,38 @@ def simulated_plan(
         few = _Search(noise.head(sims), confidence, target, noise.on_ticks)
         cap_would = _cap_that_would(few, first_look, cap, largest, margin_pct)
         margin_would = _margin_that_would(few, looks)
+    sure = _interval(noise, noise_df, looks, confidence, margin_pct)
     return RegressPlan(
         looks, margin_pct, confidence, tuple(sd_log_diffs), passed, failed, spent, target,
         cap_would, margin_would, tuple(m.source if m else "normal model" for m in noise.models),
+        sure,
+    )  # fmt: skip
+
+
+def _interval(
+    noise: _Noise, df: int, looks: Sequence[int], confidence: float, margin_pct: float
+) -> RateInterval:
+    """The rates again with the noise at both ends of its interval (the same simulated
+    rounds): more noise, fewer decisions, so the noisier end gives both rates' low ends."""
+    if df <= 0:
+        return no_interval("the noise is the stated default, not measured")
+    if noise.on_ticks:
+        return no_interval(
+            "rounds end on ticks: where the level sits against the tick decides the rates "
+            "more than the noise does",
+            df,
+        )
+    sims = noise.normals.shape[0]
+    ends = []
+    for factor in sd_factors(df):
+        models = tuple(None if m is None else scaled(m, factor) for m in noise.models)
+        sds = [sd * factor for sd in noise.sds]
+        again = _noise(sds, models, sims, noise.normals.shape[2], noise.seed)
+        ends.append(_rates(again.head(sims), looks, confidence, margin_pct)[:2])
+    (pass_a, fail_a), (pass_b, fail_b) = ends
+    return RateInterval(
+        LEVEL, df, (min(pass_a, pass_b), max(pass_a, pass_b)),
+        (min(fail_a, fail_b), max(fail_a, fail_b)),
     )  # fmt: skip
 
 

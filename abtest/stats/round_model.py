@@ -38,7 +38,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from abtest.stats.intervals import FloatArray
-from abtest.stats.power import paired_tables
+from abtest.stats.power import run_tables
 from abtest.stats.resolution import grid_step
 
 IntArray = NDArray[np.int64]
@@ -65,6 +65,12 @@ class RoundModel:
     n_rounds: int
     n_runs: int
     whose: str = "this node's"  # whose rounds they are, for the plan's wording
+    #: which history round each level and each residual (and phase, when one a round) is,
+    #: (run, block) and (run, block, arm) joined by a unit separator: a plan draws every
+    #: metric and size of a simulated round from one history round (``stats.joint_rounds``)
+    block_keys: tuple[str, ...] = ()
+    cell_keys: tuple[str, ...] = ()
+    df: int = 0  # residual degrees of freedom of ``round_sd`` (the plan's interval, issue 46)
 
     @property
     def source(self) -> str:
@@ -98,13 +104,14 @@ def round_model(
     A block's level is that of the first of ``level_arms`` the run has (the baseline or the
     reference: the arm a comparison is made against; on ticks where a level sits decides
     much), else the mean of its arms."""
-    tables = paired_tables(history, metric=metric, size=size)
+    named_tables = run_tables(history, metric=metric, size=size)
+    tables = [t for _, t in named_tables]
     n_rounds = sum(t.size for t in tables)
     df = sum((t.shape[0] - 1) * (t.shape[1] - 1) for t in tables)
     if n_rounds < MIN_ROUNDS or df < MIN_DF:
         return None
     levels, residuals, ss = [], [], 0.0
-    for table in tables:
+    for _, table in named_tables:
         logs = np.log(table.to_numpy(dtype=np.float64))
         b, a = logs.shape
         arm_effect = logs.mean(axis=0) - logs.mean()
@@ -122,10 +129,19 @@ def round_model(
     level_arr = np.concatenate(levels)
     shift, work_sd = _fit_work(level_arr, round_sd, tick, phases) if tick > 0 else (0.0, round_sd)
     level_arr = level_arr + shift
+    block_keys, cell_keys = _keys(named_tables)
     return RoundModel(
         metric, size, level_arr, np.concatenate(residuals), round_sd, work_sd, tick, phases,
-        n_rounds, len(tables), whose,
+        n_rounds, len(tables), whose, block_keys, cell_keys, df,
     )  # fmt: skip
+
+
+def _keys(named: list[tuple[str, pd.DataFrame]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The history round of each level (run, block) and residual (run, block, arm), in the
+    order ``round_model`` lays them out (a table's cells row by row)."""
+    blocks = [f"{run}\x1f{b}" for run, t in named for b in t.index]
+    cells = [f"{run}\x1f{b}\x1f{a}" for run, t in named for b in t.index for a in t.columns]
+    return tuple(blocks), tuple(cells)
 
 
 def find_ticks(values: ArrayLike) -> tuple[float, FloatArray]:

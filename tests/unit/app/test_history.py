@@ -11,10 +11,10 @@ import pytest
 from history_store import NODE, add_runs
 from typer.testing import CliRunner
 
-from abtest.app.history import HistoryRequest, history
+from abtest.app.history import HistoryRequest, history, new_alarms
 from abtest.cli.main import app
 from abtest.errors import UserError
-from abtest.stats.changepoints import MIN_RUNS
+from abtest.stats.changepoints import MIN_RUNS, ChangePoint
 from abtest.store.db import Store
 
 STEP = [5.0] * 5 + [5.6] * 5  # +12 % from run 6 on, with a kubelet swap there
@@ -156,3 +156,26 @@ def test_bad_history_requests_say_what_is_wrong(
     base: dict[str, Any] = {"node": NODE, "db": store.path}
     with pytest.raises(UserError, match=says):
         history(HistoryRequest(**(base | kw)))
+
+
+def _cp(index: int, step: float = 20.0, confirmed: bool = True) -> ChangePoint:
+    return ChangePoint(index, f"r{index}", "", 5.0, 5.0 * (1 + step / 100), step, None, None,
+                       1e-4, confirmed, 3)  # fmt: skip
+
+
+def test_the_pager_pages_on_a_step_the_earlier_reports_did_not_show_whichever_night() -> None:
+    """Issue 46: Otava found a step on its fifth night; the pager (tied to the third) never
+    paged. Now: new against the earlier reports, whichever night; once."""
+    step = _cp(6)  # 14 runs: the step's eighth night, first found tonight
+    assert new_alarms([step], 14, 1, earlier=[]) == [step]
+    # shown before (Otava may place it a run apart from night to night): no second page
+    assert new_alarms([step], 14, 1, earlier=[_cp(7)]) == []
+    # shown before only unconfirmed, or as faster: tonight's confirmation is new
+    assert new_alarms([step], 14, 1, earlier=[_cp(6, confirmed=False)]) == [step]
+    assert new_alarms([step], 14, 1, earlier=[_cp(6, step=-20.0)]) == [step]
+    # a second step further on is another change
+    assert new_alarms([_cp(2), step], 14, 1, earlier=[_cp(2)]) == [step]
+    assert new_alarms([_cp(6, step=-20.0)], 14, 1, earlier=[]) == []
+    # a step whose interval reaches 0 pages on no night
+    unsure = ChangePoint(6, "r6", "", 5.0, 5.5, 10.0, -1.0, 21.0, 1e-3, True, 3)
+    assert new_alarms([unsure], 14, 1, earlier=[]) == []

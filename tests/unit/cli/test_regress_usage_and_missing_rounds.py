@@ -232,6 +232,16 @@ def test_plan_from_a_pilot_prints_both_rates_and_what_would_reach_the_target(
     # 24 paired rounds: the rates are simulated from them (issue 37 §4), and it says so
     assert doc["rates_from"] == ["the pilot's 24 rounds in 1 run(s)"] * 2
     assert "rates from the gate's own rule on simulated rounds" in proc.out
+    # how sure it is (issue 46): the noise's 11 df, both rates' 90 % intervals around them
+    assert (
+        "how sure: 90% intervals, from the uncertainty of the noise measured on 11 df" in proc.out
+    )
+    sure = doc["interval"]
+    assert sure["level"] == 0.9 and sure["noise_df"] == 11 and sure["why_none"] == ""
+    lo, hi = sure["pass_if_unchanged"]
+    assert lo <= doc["pass_if_unchanged"] <= hi and hi - lo > 0.1
+    lo, hi = sure["fail_if_twice_margin"]
+    assert lo <= doc["fail_if_twice_margin"] <= hi
 
 
 def test_plan_says_when_the_data_are_coarse(tmp_path: Path, regress: Regress) -> None:
@@ -253,7 +263,10 @@ def test_plan_says_when_the_data_are_coarse(tmp_path: Path, regress: Regress) ->
         (["--margin", "-5"], "negative"),
         (["--margin", "nan"], "not a finite number"),
         (["--margin", "1000"], "above 100 %"),
+        (["--max-rounds", "10000"], "--max-rounds: 10000 blocks: --plan simulates every block"),
         (["--max-rounds", "10000"], "plans caps up to 200 blocks"),
+        (["--confidence", "nan"], "--confidence: confidence nan is not between 0 and 1"),
+        (["--confidence", "95"], "--confidence: confidence 95.0 is not between 0 and 1"),
     ],
 )
 def test_plan_checks_its_bounds_as_the_gate_does(
@@ -264,6 +277,8 @@ def test_plan_checks_its_bounds_as_the_gate_does(
     proc = regress("--plan", "--playbook", "lab-regression", "--csv", str(pilot),
                    "--reference", "ref", "--candidate", "cand", *flags)  # fmt: skip
     assert proc.code == 2 and says in proc.err and "Traceback" not in proc.err
+    # one line, refused before the history is read (no noise lines before it)
+    assert proc.err.strip().count("\n") == 0 and proc.out == ""
 
 
 def test_plan_says_it_writes_no_junit(tmp_path: Path, regress: Regress) -> None:

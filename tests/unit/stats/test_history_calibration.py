@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from calibration import draws, slack
 
-from abtest.app.history import new_alarms
+from abtest.app.history import earlier_reports, new_alarms
 from abtest.stats.changepoints import MAX_PVALUE, RunFigure, change_points, run_figure
 
 pytestmark = pytest.mark.calibration
@@ -54,10 +54,12 @@ def test_false_change_points_per_series_length(runs: int, max_p: float) -> None:
     rng = np.random.default_rng(runs * 7 + int(max_p * 1000))
     confirmed = unconfirmed = pages = 0
     for _ in range(FLAT_SIMS):
-        found = change_points(_series(rng, runs), max_p)
+        series = _series(rng, runs)
+        found = change_points(series, max_p)
         confirmed += any(c.confirmed for c in found)
         unconfirmed += any(not c.confirmed for c in found)
-        pages += bool(new_alarms(found, runs, 1))
+        earlier = earlier_reports(series, 1, max_p, 0.95)  # the nights before's reports
+        pages += bool(new_alarms(found, runs, 1, earlier=earlier))
     rates = [x / FLAT_SIMS for x in (confirmed, unconfirmed, pages)]
     print(f"flat {runs} runs, max p {max_p}: confirmed {rates[0]:.1%}, unconfirmed "
           f"{rates[1]:.1%}, a nightly --fail-on-new 1 pages {rates[2]:.1%}")  # fmt: skip
@@ -78,10 +80,12 @@ def test_one_odd_run_is_no_change_point_and_pages_only_when_asked(odd: float, at
     sims, runs = ODD_SIMS, RUNS
     confirmed = pages = asked = 0
     for _ in range(sims):
-        found = change_points(_series(rng, runs, runs - 1 if at == "last" else runs // 2, odd))
+        series = _series(rng, runs, runs - 1 if at == "last" else runs // 2, odd)
+        found = change_points(series)
+        earlier = earlier_reports(series, 1, MAX_PVALUE, 0.95)  # the nights before's reports
         confirmed += any(c.confirmed for c in found)
-        pages += bool(new_alarms(found, runs, 1))
-        asked += bool(new_alarms(found, runs, 1, unconfirmed=True))
+        pages += bool(new_alarms(found, runs, 1, earlier=earlier))
+        asked += bool(new_alarms(found, runs, 1, unconfirmed=True, earlier=earlier))
     rates = [x / sims for x in (confirmed, pages, asked)]
     print(f"one run {odd:.0%} slower ({at}): confirmed change point {rates[0]:.1%}, pages "
           f"{rates[1]:.1%}, with --alarm-unconfirmed {rates[2]:.1%}")  # fmt: skip

@@ -110,8 +110,12 @@ def _planned_from_rounds(mode: str, first: int, cap: int) -> tuple[float, float,
     history 3 runs x 5 blocks x 4 arms at 3.5 % work noise, averaged over 3 node histories."""
     out = []
     for h in range(3):
+        # two independent histories, one per decision, named apart: rounds of the same name
+        # would be drawn together (issue 46: a plan's decisions share their history rounds)
         frames = [history(np.random.default_rng(200 + 10 * h + i), mode=mode, noise=0.035)
                   for i in range(2)]  # fmt: skip
+        for i, f in enumerate(frames):
+            f["group"] = [f"d{i}-{g}" for g in f["group"]]
         models = [round_model(f, metric="m", size=10) for f in frames]
         sds = [noise_from_history(f, metric="m", size=10).sd_log_diff for f in frames]
         kw = {"first_look": first, "cap": cap, "margin_pct": MARGIN, "confidence": 0.95,

@@ -215,9 +215,16 @@ def test_plan_cli_answers_detect_from_history(
         assert p["blocks_needed"] == sim.blocks_needed and p["blocks_cap"] == 100
         assert p["power_at_detect"] == pytest.approx(sim.power_at, abs=1e-3)
         assert p["mde_pct"] == pytest.approx(sim.mde_pct, abs=0.01)
+        # how sure (issue 46): the power's 90 % interval, none on tick-ended rounds
+        if sim.power_interval is None:
+            assert p["power_at_detect_interval"] is None and model.tick > 0
+        else:
+            assert p["power_at_detect_interval"] == pytest.approx(sim.power_interval, abs=1e-3)
     text = run([*args, "--detect", "10%"], capsys, monkeypatch, env=env)
     assert text.code == 0, text.err
     assert "blocks for 10 %" in text.out and "power for 10 %" in text.out
+    assert all(p["power_at_detect_interval"] for p in power)  # continuous rounds: all four
+    assert "in brackets its 90 % interval from the uncertainty" in text.out
     assert "this node's" in text.out and "simulated from its earlier rounds" in text.out
     assert "default" not in text.out.split("MDE:")[0]
 
@@ -233,6 +240,18 @@ def test_too_short_a_history_plans_with_the_normal_model_and_says_so() -> None:
     assert rows[0].power_at_detect == pytest.approx(
         paired_power(math.log1p(0.1), noise.sd_log_diff, 5, 0.95)
     )
+
+
+def test_past_the_simulations_blocks_the_plan_uses_the_normal_model_and_says_so() -> None:
+    """Issue 46: `abtest plan --rounds 1000` over several nodes simulated every block of the
+    node's rounds for minutes; past MAX_SIM_BLOCKS the row is the normal model, named."""
+    history = _history(0.05, runs=6, blocks=8, arms=4, seed=3)
+    plan = build_plan(PlanOptions(playbook="lab-sweep", rounds=1000, sizes=(20,)))
+    rows = power_plan(plan, history, detect_pct=10.0, metrics=("batch_ready_s",))
+    assert [r.simulated for r in rows] == [False]
+    assert rows[0].model == "normal model (1000 blocks: the node's rounds simulate up to 100)"
+    noise = noise_from_history(history, metric="batch_ready_s", size=20)
+    assert rows[0].blocks_needed == blocks_needed(noise.sd_log_diff, 10.0, 0.95)
 
 
 def test_analyze_terminal_and_json_carry_the_achieved_mde(
