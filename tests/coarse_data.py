@@ -37,13 +37,32 @@ def rounds(
     rho: float = 0.7,
     mode: str = "whole",
 ) -> FloatArray:
+    work = true_work(rng, sims=sims, blocks=blocks, truth_pct=truth_pct, decisions=decisions,
+                     base=base, noise=noise, drift=drift, rho=rho)  # fmt: skip
+    return observe(rng, work, mode)
+
+
+def true_work(
+    rng: np.random.Generator,
+    *,
+    sims: int,
+    blocks: int,
+    truth_pct: float | list[float],
+    decisions: int,
+    base: float,
+    noise: float,
+    drift: float,
+    rho: float,
+) -> FloatArray:
+    """The rounds' true times before they are observed (``rounds``' and ``tick_data.ticked``'s
+    model): a block effect, each decision's noise correlated by ``rho``, the candidate slower."""
     truths = np.broadcast_to(np.asarray(truth_pct, dtype=np.float64), (decisions,))
     block = rng.normal(0.0, drift, (sims, 1, blocks, 1))
     common = rng.normal(size=(sims, 1, blocks, 2))
     own = rng.normal(size=(sims, decisions, blocks, 2))
     logs = np.log(base) + block + noise * (np.sqrt(rho) * common + np.sqrt(1 - rho) * own)
     logs[..., 1] += np.log1p(truths / 100.0)[None, :, None]
-    return observe(rng, np.exp(logs), mode)
+    return np.asarray(np.exp(logs), dtype=np.float64)
 
 
 def history(

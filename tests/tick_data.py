@@ -15,6 +15,7 @@ Shape (simulations, decisions, blocks, 2), the reference first.
 from __future__ import annotations
 
 import numpy as np
+from coarse_data import true_work
 
 from abtest.stats.intervals import FloatArray
 
@@ -34,13 +35,8 @@ def ticked(
     phase_spread: float = 0.0,
     whole: bool = False,
 ) -> FloatArray:
-    truths = np.broadcast_to(np.asarray(truth_pct, dtype=np.float64), (decisions,))
-    block = rng.normal(0.0, drift, (sims, 1, blocks, 1))
-    common = rng.normal(size=(sims, 1, blocks, 2))
-    own = rng.normal(size=(sims, decisions, blocks, 2))
-    logs = np.log(base) + block + noise * (np.sqrt(rho) * common + np.sqrt(1 - rho) * own)
-    logs[..., 1] += np.log1p(truths / 100.0)[None, :, None]
-    work = np.exp(logs)
+    work = true_work(rng, sims=sims, blocks=blocks, truth_pct=truth_pct, decisions=decisions,
+                     base=base, noise=noise, drift=drift, rho=rho)  # fmt: skip
     if whole:
         return np.asarray(np.maximum(np.round(work), 1.0), dtype=np.float64)
     phase = rng.uniform(0.0, phase_spread, work.shape) if phase_spread > 0 else 0.0
