@@ -35,6 +35,7 @@ from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.batch.round_records import PodRecord, RoundResult
 from abtest.batch.sandbox_wait import NodeSide, wait_sandboxes
 from abtest.batch.spec import RoundSpec, Say, WatchOptions
+from abtest.batch.start_phase import wait_random_phase
 from abtest.batch.template import RenderedPod, render_batch, round_selector
 from abtest.cluster.client import Cluster
 from abtest.config.playbook import Generator, Workload
@@ -89,10 +90,9 @@ def cleanup(
     sleep: Callable[[float], None] = stopping.sleep,
     pods: RoundPods | None = None,
 ) -> CleanupResult:
-    """Delete the round's pods (one deletecollection call by the round's label selector);
-    wait until they are gone from the API (a watch for their deletions, no polling) and, when
-    the node can be asked, until its sandbox count is back at the baseline, removing the
-    tool's stopped sandboxes at every poll as the kubelet stops them.
+    """Delete the round's pods (one deletecollection by the round's label); wait until they
+    are gone from the API (a watch, no polling) and, when the node can be asked, until its
+    sandbox count is back at the baseline, removing the tool's stopped sandboxes at each poll.
 
     A failing ``reap_sandboxes`` (NodeError) is counted and retried after a growing pause;
     the failures are reported in the result, never dropped. ``pods`` asks the API server
@@ -107,8 +107,7 @@ def cleanup(
 
     api.delete(namespace, selector)
     laps.lap("delete_call")
-    # grace 0: the API server forgets the pods within the delete call, so one list normally
-    # finds none; otherwise their DELETED events are awaited
+    # grace 0: one list normally finds none; otherwise their DELETED events are awaited
     left = api.count(namespace, selector)
     if left:
         left = api.wait_gone(namespace, selector, max(0.0, deadline - clock()))
@@ -261,6 +260,8 @@ def _submit_and_wait(
     watch.start()
     prep.pre.lap("watch_open")
     try:
+        if wait_random_phase(gen.start_dither_s):
+            prep.pre.lap("start_dither")
         wall0, mono0 = clock_anchor(clock)
         deadline = clock() + gen.timeout_s
         sub = api.submit(

@@ -101,6 +101,8 @@ QPS = Range(0.001, 1_000_000, unit="creates/s")
 CONCURRENCY = Range(1, 100_000, integer=True)
 TIMEOUT_S = Range(1, 86_400, unit="s")
 OBSERVE_S = Range(0, 3_600, unit="s")
+# a round start's random delay: up to a minute (a 1 s relist is the default's period)
+START_DITHER_S = Range(0, 60, unit="s")
 HEALTH_TIMEOUT_S = Range(1, 86_400, unit="s")
 
 # --- values that reach a node or a port -----------------------------------------------------

@@ -57,6 +57,11 @@ class Generator:
     concurrency: int = 150
     timeout_s: float = 300.0
     observe_s: float = 10.0
+    # each round's first create waits a random 0..start_dither_s after the watch opens, so
+    # the batch starts at a uniform phase of the kubelet's 1 s relist: without it a run's
+    # rounds start at much the same phase, and a change in work shows up as 0 or a whole
+    # tick (docs/statistics.md, "The start phase")
+    start_dither_s: float = 1.0
 
     def with_overrides(self, **changes: float | None) -> Generator:
         """Flags override the generator (the playbook's, or these defaults); None means "not
@@ -89,7 +94,7 @@ class Playbook:
     def with_overrides(self, **changes: object) -> Playbook:
         """Flags override the playbook; None means "not given"."""
         given = {k: v for k, v in changes.items() if v is not None}
-        generator_keys = {"qps", "concurrency", "timeout_s", "observe_s"}
+        generator_keys = {"qps", "concurrency", "timeout_s", "observe_s", "start_dither_s"}
         gen = {k: given.pop(k) for k in list(given) if k in generator_keys}
         out = replace(self, **given) if given else self  # type: ignore[arg-type]
         if gen:
@@ -238,11 +243,12 @@ def _parse_workload(w: Fields) -> Workload:
 
 
 def _parse_generator(g: Fields) -> Generator:
-    g.only({"qps", "concurrency", "timeout_s", "observe_s"})
+    g.only({"qps", "concurrency", "timeout_s", "observe_s", "start_dither_s"})
     d = Generator()
     return Generator(
         qps=g.number("qps", default=d.qps, rng=num.QPS),
         concurrency=g.integer("concurrency", default=d.concurrency, rng=num.CONCURRENCY),
         timeout_s=g.number("timeout_s", default=d.timeout_s, rng=num.TIMEOUT_S),
         observe_s=g.number("observe_s", default=d.observe_s, rng=num.OBSERVE_S),
+        start_dither_s=g.number("start_dither_s", default=d.start_dither_s, rng=num.START_DITHER_S),
     )

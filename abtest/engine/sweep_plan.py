@@ -70,6 +70,7 @@ class SweepPlan:
                 "concurrency": self.playbook.generator.concurrency,
                 "timeout_s": self.playbook.generator.timeout_s,
                 "observe_s": self.playbook.generator.observe_s,
+                "start_dither_s": self.playbook.generator.start_dither_s,
             },
             "schedule": self.schedule.to_dict(),
             "kubelet_restarts": sum(kubelet_visits(self.schedule)),
@@ -236,7 +237,8 @@ def estimate(plan: SweepPlan, history: dict[str, list[float]] | None) -> Estimat
     for size in plan.schedule.sizes:
         m = _median(history.get(f"batch_{size}"))
         measured = measured or m is not None
-        batch[size] = (m if m is not None else DEFAULT_SECONDS_PER_POD * size) + gen.observe_s
+        wait = gen.observe_s + gen.start_dither_s / 2  # the random start's mean
+        batch[size] = (m if m is not None else DEFAULT_SECONDS_PER_POD * size) + wait
     source = (
         f"measured on {plan.profiles[0].node_name}"
         if measured or "restart_s" in history

@@ -16,14 +16,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 import urllib3
 from crictl_sandboxes import DECOYS, FakeSSH, listing, sandbox, session, sid
+from scipy import stats
 
+from abtest.batch import start_phase
 from abtest.batch.collect import EventsListing
 from abtest.batch.generator import SubmitResult
 from abtest.batch.round import run_round
-from abtest.batch.round_gaps import AFTER, phase_total
+from abtest.batch.round_gaps import AFTER, BEFORE, phase_total
 from abtest.batch.round_records import EventRecord
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import RenderedPod
@@ -361,3 +364,49 @@ def test_a_stop_whose_network_was_torn_down_by_the_kubelet_is_a_race() -> None:
     fake = FakeSSH(listing(sandbox(1)), stop=(1, CNI_RACE))
     assert session(fake).clean_round_sandboxes("abtest", "0a1b2c3d4e") == 0  # no NodeError
     assert fake.ids_in("rmp") == []  # and nothing removed this pass
+
+
+# --- the random start (abtest.batch.start_phase) ----------------------------------------------
+
+
+def _dithered(fake: EventPods, width: float) -> Any:
+    return run_round(
+        FakeCluster(fake.store),  # type: ignore[arg-type]
+        RoundSpec(
+            node_name="n1",
+            namespace="abtest",
+            size=3,
+            run_id="r",
+            generator=Generator(timeout_s=30.0, observe_s=0.0, start_dither_s=width),
+            scrape_metrics=False,
+        ),
+        pods=fake,
+    )
+
+
+@pytest.mark.parametrize("width", [0.0, 0.3])
+def test_the_first_create_waits_a_random_part_of_the_width_after_the_watch_opens(
+    fake_round: EventPods, width: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(start_phase.stopping, "sleep", slept.append)
+    result = _dithered(fake_round, width)
+    before = [p.part for p in result.gap_parts if p.phase == BEFORE and p.summed]
+    if width:
+        (delay,) = slept
+        assert 0.0 <= delay < width
+        assert before[-3:] == ["watch_open", "start_dither", "first_create"]
+    else:  # 0 turns it off: no wait, no lap
+        assert slept == [] and before[-2:] == ["watch_open", "first_create"]
+
+
+def test_the_start_delays_are_uniform_over_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uniform over a whole relist period makes the batch's phase of the tick uniform, whatever
+    the kubelet's own phase: (offset + delay) mod 1 for a fixed offset is uniform too."""
+    monkeypatch.setattr(start_phase.stopping, "sleep", lambda _: None)
+    delays = np.array([start_phase.wait_random_phase(1.0) for _ in range(4000)])
+    assert delays.min() >= 0.0 and delays.max() < 1.0
+    # a fixed or narrow delay (the defect this prevents) fails both at p < 1e-6
+    assert stats.kstest(delays, "uniform").pvalue > 1e-6
+    phases = np.mod(0.93 + delays, 1.0)
+    assert stats.kstest(phases, "uniform").pvalue > 1e-6

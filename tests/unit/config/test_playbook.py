@@ -42,6 +42,9 @@ def test_playbook_by_path_and_overrides(tmp_path: Path) -> None:
     pb = load_playbook(str(path)).with_overrides(rounds=2, concurrency=5, seed=None)
     assert pb.sizes == (3,) and pb.rounds == 2 and pb.generator.concurrency == 5
     assert pb.generator.qps == 10 and pb.seed == 1
+    assert pb.generator.start_dither_s == 1.0  # the default: one relist period
+    path.write_text("catalog: lab\nsizes: [3]\ngenerator: {start_dither_s: 0}\n")
+    assert load_playbook(str(path)).generator.start_dither_s == 0.0
 
 
 def test_generator_overrides_given_flags_only() -> None:
@@ -69,6 +72,8 @@ BAD_PLAYBOOKS = {
     "bad quantity": ("catalog: lab\nworkload: {requests: {cpu: lots}}\n", "requests.cpu"),
     "unknown generator key": ("catalog: lab\ngenerator: {rate: 5}\n", "generator.rate"),
     "bad design": ("catalog: lab\ndesign: random\n", "unknown design"),
+    "negative start dither": ("catalog: lab\ngenerator: {start_dither_s: -1}\n", "start_dither_s"),
+    "dither past a minute": ("catalog: lab\ngenerator: {start_dither_s: 61}\n", "start_dither_s"),
 }
 
 

@@ -62,7 +62,8 @@ def test_estimate_uses_history_when_there_is_some() -> None:
     default = estimate(plan, None)
     measured = estimate(plan, {"restart_s": [5.0], "cleanup_s": [2.0], "batch_10": [3.0]})
     assert "defaults" in default.source and "measured" in measured.source
-    assert measured.seconds == pytest.approx(5 * 5.0 + 5 * (3.0 + 10.0 + 2.0))
+    # a round: its batch, the observation window, the random start's mean (0.5 s), the cleanup
+    assert measured.seconds == pytest.approx(5 * 5.0 + 5 * (3.0 + 10.0 + 0.5 + 2.0))
 
 
 def test_plan_cli_json_touches_nothing(tmp_path: Path) -> None:
