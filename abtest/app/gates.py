@@ -120,7 +120,7 @@ def sweep_gates(req: GatesRequest, emit: Event, kit: NodeKit | None = None) -> G
             req.until_resolved, req.resume, plan, req.max_rounds, req.precision
         )
         if req.resume:
-            resume_plan_check(store, req.resume, plan)
+            plan = resume_plan_check(store, req.resume, plan)
         looks_info: dict[str, Any] | None = None
         if resolving is None:
             emit("plan", {"plan": plan})

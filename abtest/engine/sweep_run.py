@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from abtest.batch.run_record import new_run
@@ -69,9 +69,11 @@ def start_run(store: Store, plan: SweepPlan, opts: SweepOptions, kit: NodeKit) -
     return run_id
 
 
-def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
+def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> SweepPlan:
     """Refuse to resume a run under other conditions than it was started with: another
-    kind of run, another schedule, or a playbook (workload, generator) edited since."""
+    kind of run, another schedule, or a playbook (workload, generator) edited since. Returns
+    the plan to resume with: its rounds start as the run's first rounds did (a run from
+    before the random start has none)."""
     row = store.run_row(run_id)
     if row["kind"] != "sweep":
         raise UserError(f"run {run_id} is a {row['kind']} run, not a sweep", "--resume")
@@ -94,3 +96,16 @@ def resume_plan_check(store: Store, run_id: str, plan: SweepPlan) -> None:
             "--resume",
             "put the playbook back as it was, or start a new run",
         )
+    return _same_start(stored_plan.get("generator"), plan)
+
+
+def _same_start(stored: Any, plan: SweepPlan) -> SweepPlan:
+    if not isinstance(stored, dict):
+        return plan
+    width = stored.get("start_dither_s", 0.0)
+    gen = plan.playbook.generator
+    if not isinstance(width, int | float) or width == gen.start_dither_s:
+        return plan
+    return replace(
+        plan, playbook=replace(plan.playbook, generator=replace(gen, start_dither_s=width))
+    )

@@ -125,7 +125,20 @@ def test_failed_arms_lists_only_this_runs_failed_arms_with_reasons(store: Store)
 
 def test_resume_plan_check_accepts_the_same_plan_rebuilt(store: Store) -> None:
     run_id = _sweep_run(store, _plan())
-    resume_plan_check(store, run_id, _plan())  # no error: same playbook, seed, rounds, sizes
+    plan = _plan()
+    # no error: same playbook, seed, rounds, sizes; the plan itself, rounds started alike
+    assert resume_plan_check(store, run_id, plan) is plan
+
+
+def test_a_run_from_before_the_random_start_resumes_without_it(store: Store) -> None:
+    """Its first rounds started at once after the watch: so do the rest (one method per run)."""
+    old = _plan().to_dict()
+    del old["generator"]["start_dither_s"]
+    run_id = new_run(store, "sweep", command="test", node_name=NODE, plan=old)
+    resumed = resume_plan_check(store, run_id, _plan())
+    assert _plan().playbook.generator.start_dither_s == 1.0
+    assert resumed.playbook.generator.start_dither_s == 0.0
+    assert resumed.schedule == _plan().schedule
 
 
 @pytest.mark.parametrize(
