@@ -39,11 +39,16 @@ class RoundTrip:
     median_s: float
 
 
-def round_trips(data: RunData) -> tuple[RoundTrip, ...]:
+def _included(data: RunData, metric: str) -> pd.DataFrame:
+    """The analysed rounds' deltas of one kubelet metric (empty when none were stored)."""
     deltas = data.deltas
     if deltas.empty:
-        return ()
-    rows = deltas[deltas[INCLUDED] & (deltas["metric"] == ROUND_TRIP_METRIC)]
+        return deltas
+    return deltas[deltas[INCLUDED] & (deltas["metric"] == metric)]
+
+
+def round_trips(data: RunData) -> tuple[RoundTrip, ...]:
+    rows = _included(data, ROUND_TRIP_METRIC)
     if rows.empty:
         return ()
     node_of = data.rounds.set_index("id")["node_name"].astype(str)
@@ -82,10 +87,9 @@ class FailedWrites:
 
 
 def failed_writes(data: RunData) -> tuple[FailedWrites, ...]:
-    deltas = data.deltas
-    if deltas.empty:
+    rows = _included(data, REQUESTS_METRIC)
+    if rows.empty:
         return ()
-    rows = deltas[deltas[INCLUDED] & (deltas["metric"] == REQUESTS_METRIC)]
     labels = [stored_labels(t) for t in rows["labels"]]
     patch = [lab.get("method") == "PATCH" for lab in labels]
     if not any(patch):
