@@ -65,8 +65,7 @@ SKIPPED = {
     "scripts/test": "not an abtest command (the repository's own script)",
     "export ABTEST_DB=postgresql://abtest:PASSWORD@db.example:5432/abtest": "not an abtest "
     "command (a shell setting)",
-    "abtest report 20261201-142621-9fe47b --baseline +kubelet-v1.34.4": "a run id of the "
-    "author's database",
+    "abtest report 20261204-175350-242bf0": "a run id of the author's database",
     "abtest bisect --good v1.34.4 --bad v1.36.3 --profile lab --playbook lab-bisect --size 150 "
     "--margin 1": "a release range: the releases are listed by the Go module proxy (network)",
 }
