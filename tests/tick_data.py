@@ -5,9 +5,10 @@ block, and each round's own noise, the metrics correlated by ``rho``); the candi
 does ``truth_pct`` more work. The batch starts ``phase`` after a tick, drawn uniformly in
 ``[0, phase_spread)`` per round (0: in step with the relist), ends on the next tick after its
 work, and is observed with ``jitter`` seconds of normal noise (the watch's milliseconds):
-``ceil(work + phase) - phase + jitter``. At a 2.7 s base and 2-3.5 % noise nearly every round
-of both arms is 3.0xx s: the tick hides the work. ``whole=True`` rounds the work to whole
-seconds instead (kube-burner's latencies).
+``ceil(work + phase) - phase + jitter``. ``start_dither`` adds the random start's uniform
+0..width wait to that phase (modulo the 1 s tick). At a 2.7 s base and 2-3.5 % noise nearly
+every round of both arms is 3.0xx s: the tick hides the work. ``whole=True`` rounds the work
+to whole seconds instead (kube-burner's latencies).
 
 Shape (simulations, decisions, blocks, 2), the reference first.
 """
@@ -34,11 +35,14 @@ def ticked(
     jitter: float = 0.003,
     phase_spread: float = 0.0,
     whole: bool = False,
+    start_dither: float = 0.0,
 ) -> FloatArray:
     work = true_work(rng, sims=sims, blocks=blocks, truth_pct=truth_pct, decisions=decisions,
                      base=base, noise=noise, drift=drift, rho=rho)  # fmt: skip
     if whole:
         return np.asarray(np.maximum(np.round(work), 1.0), dtype=np.float64)
     phase = rng.uniform(0.0, phase_spread, work.shape) if phase_spread > 0 else 0.0
+    if start_dither > 0:  # abtest's random start (abtest.batch.start_phase) on top
+        phase = np.mod(phase + rng.uniform(0.0, start_dither, work.shape), 1.0)
     ended = np.maximum(np.ceil(work + phase), 1.0) - phase
     return np.asarray(ended + rng.normal(0.0, jitter, work.shape), dtype=np.float64)
