@@ -182,7 +182,7 @@ def fake_round() -> EventPods:
     return EventPods(store)
 
 
-def _run(fake: EventPods) -> Any:
+def _run(fake: EventPods, start_dither_s: float = 0.0) -> Any:
     return run_round(
         FakeCluster(fake.store),  # type: ignore[arg-type]
         RoundSpec(
@@ -190,7 +190,7 @@ def _run(fake: EventPods) -> Any:
             namespace="abtest",
             size=3,
             run_id="r",
-            generator=Generator(timeout_s=30.0, observe_s=0.0),
+            generator=Generator(timeout_s=30.0, observe_s=0.0, start_dither_s=start_dither_s),
             scrape_metrics=False,
         ),
         pods=fake,
@@ -369,28 +369,13 @@ def test_a_stop_whose_network_was_torn_down_by_the_kubelet_is_a_race() -> None:
 # --- the random start (abtest.batch.start_phase) ----------------------------------------------
 
 
-def _dithered(fake: EventPods, width: float) -> Any:
-    return run_round(
-        FakeCluster(fake.store),  # type: ignore[arg-type]
-        RoundSpec(
-            node_name="n1",
-            namespace="abtest",
-            size=3,
-            run_id="r",
-            generator=Generator(timeout_s=30.0, observe_s=0.0, start_dither_s=width),
-            scrape_metrics=False,
-        ),
-        pods=fake,
-    )
-
-
 @pytest.mark.parametrize("width", [0.0, 0.3])
 def test_the_first_create_waits_a_random_part_of_the_width_after_the_watch_opens(
     fake_round: EventPods, width: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     slept: list[float] = []
     monkeypatch.setattr(start_phase.stopping, "sleep", slept.append)
-    result = _dithered(fake_round, width)
+    result = _run(fake_round, width)
     before = [p.part for p in result.gap_parts if p.phase == BEFORE and p.summed]
     if width:
         (delay,) = slept
