@@ -127,7 +127,11 @@ def parse_profile(path: Path) -> NodeProfile:
     sections = _profile_sections(text, path)
     transport = transport_of(sections.top)
     check_sections(sections.top, transport)
-    pod = pod_target(sections.top.sub("pod", required=True)) if transport == "pod" else None
+    pod = (
+        pod_target(sections.top.sub("pod", required=True), _health_timeout(sections.top))
+        if transport == "pod"
+        else None
+    )
     port = _checked_ssh_port(sections.ssh)
     _check_ssh_names(sections.ssh)
     lock_path = _checked_lock_path(sections.top)
@@ -141,6 +145,14 @@ def parse_profile(path: Path) -> NodeProfile:
     profile = _profile_from(path, text, sections, port, node_name, lock_path)
     if pod is None:
         return profile
+    if pod.deadman_s <= profile.health_timeout_s:
+        raise sections.top.error(
+            "pod.deadman_s",
+            f"{pod.deadman_s:g} s is not longer than health_timeout_s "
+            f"({profile.health_timeout_s:g} s): the timer would put the node back while abtest "
+            "still waits for the restarted kubelet",
+            "give pod.deadman_s more than health_timeout_s (by default 60 s more)",
+        )
     return dataclasses.replace(profile, ssh=None, transport="pod", pod=pod)
 
 
@@ -282,7 +294,7 @@ def _profile_from(
             "image_present", default=f"{_CRICTL} inspecti -q {{image}}"
         ),
         lock_path=lock_path,
-        health_timeout_s=top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S),
+        health_timeout_s=_health_timeout(top),
         text=text,
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
@@ -394,6 +406,10 @@ def _check_handler_listing(commands: Fields) -> None:
             "use `crictl pods -o json --label io.kubernetes.pod.namespace={namespace} "
             "--label abtest/round={round}`",
         )
+
+
+def _health_timeout(top: Fields) -> float:
+    return top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S)
 
 
 def _expand(value: str | None) -> str | None:

@@ -39,8 +39,9 @@ class PodTarget:
     #: how long the pod may take to be Running before the profile is refused
     ready_timeout_s: float = 60.0
     #: after a restart, how long the host-side timer waits for abtest to disarm it before it
-    #: restores the journaled config and binary and restarts the kubelet itself
-    deadman_s: float = 120.0
+    #: restores the journaled config and binary and restarts the kubelet itself (longer than
+    #: the profile's health_timeout_s: by default 60 s longer)
+    deadman_s: float = 180.0
 
 
 def transport_of(top: Fields) -> str:
@@ -73,7 +74,7 @@ def check_sections(top: Fields, transport: str) -> None:
         raise top.error("ssh", "missing required key", "add ssh: {host: ...}, or transport: pod")
 
 
-def pod_target(pod: Fields) -> PodTarget:
+def pod_target(pod: Fields, health_timeout_s: float) -> PodTarget:
     pod.only({"image", "namespace", "pull_policy", "ready_timeout_s", "deadman_s"})
     image = pod.text("image", required=True)
     if not image or not whole(IMAGE_RE, image) or len(image) > 512:
@@ -93,5 +94,5 @@ def pod_target(pod: Fields) -> PodTarget:
         namespace=namespace,
         pull_policy=policy,
         ready_timeout_s=pod.number("ready_timeout_s", default=60.0, rng=READY_TIMEOUT_S),
-        deadman_s=pod.number("deadman_s", default=120.0, rng=DEADMAN_S),
+        deadman_s=pod.number("deadman_s", default=health_timeout_s + 60, rng=DEADMAN_S),
     )
