@@ -33,8 +33,8 @@ class PodTarget:
 
     image: str
     #: abtest's namespace for the pod (created labelled as abtest's own; refused when it
-    #: exists without that label)
-    namespace: str = "abtest"
+    #: exists without that label); not the workload's, whose leftover pods a sweep counts
+    namespace: str = "abtest-node"
     pull_policy: str = "IfNotPresent"
     #: how long the pod may take to be Running before the profile is refused
     ready_timeout_s: float = 60.0
@@ -83,7 +83,7 @@ def pod_target(pod: Fields, health_timeout_s: float) -> PodTarget:
             f"invalid image reference {image[:80]!r}",
             "registry/name:tag or name@sha256:..., with no spaces or shell syntax",
         )
-    namespace = pod.text("namespace", default="abtest")
+    namespace = pod.text("namespace", default="abtest-node")
     if problem := namespace_problem(namespace):
         raise pod.error("namespace", problem, "use a DNS-1123 label")
     policy = pod.text("pull_policy", default="IfNotPresent")

@@ -74,7 +74,7 @@ def test_a_pod_profile_loads_without_ssh(tmp_path: Path) -> None:
     prof = load_profile(str(path))
     assert prof.transport == "pod" and prof.ssh is None
     assert prof.pod is not None and prof.pod.image == "busybox:1.36.1"
-    assert prof.pod.namespace == "abtest" and prof.pod.deadman_s == 90.0  # health + 60
+    assert prof.pod.namespace == "abtest-node" and prof.pod.deadman_s == 90.0  # health + 60
     assert "a pod (busybox:1.36.1" in prof.reached_by
     assert load_profile(str(LAB)).transport == "ssh"
     assert load_profile(str(LAB)).reached_by == "SSH (abtest-lab)"
