@@ -415,3 +415,17 @@ def test_the_timer_is_armed_before_and_disarmed_only_after_verification(
     assert _restart(monkeypatch, tmp_path, True) == ["arm", "restart", "verify", "disarm 7"]
     # not verified: never disarmed; the controller waits for the timer to bring the node back
     assert _restart(monkeypatch, tmp_path, False) == ["arm", "restart", "verify", "wait", "failed"]
+
+
+def test_the_reports_method_names_each_nodes_transport() -> None:
+    from abtest.analysis.transport import transport_method
+
+    def data(env: dict[str, Any]) -> Any:
+        return type("D", (), {"env": env})()
+
+    assert transport_method(data({"transport": "a pod (img in namespace abtest-node)"})) == (
+        "Node access: the node was reached through a pod (img in namespace abtest-node).",
+    )
+    two = {"nodes": {"b": {"transport": "SSH (b)"}, "a": {"transport": "a pod (i)"}}}
+    assert transport_method(data(two)) == ("Node access: a through a pod (i); b through SSH (b).",)
+    assert transport_method(data({})) == ()  # a run recorded before abtest wrote it
