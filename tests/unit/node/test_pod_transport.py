@@ -150,9 +150,10 @@ def _conn(ready_s: float = 60.0, node: str = "n") -> PodConnection:
     from abtest.config.pod_transport import PodTarget
 
     target = PodTarget(image="busybox:1.36.1", ready_timeout_s=ready_s)
+    cluster: Any = object()  # never called: the fake API stands in for every call
     return PodConnection(
-        node, target, kubeconfig=None, context=None, source="p.yaml", cluster=object()
-    )  # type: ignore[arg-type]
+        node, target, kubeconfig=None, context=None, source="p.yaml", cluster=cluster
+    )
 
 
 def test_the_pod_connection_keeps_the_connection_contract(api: FakeAPI, tmp_path: Path) -> None:
@@ -370,7 +371,7 @@ def test_a_disarmed_timer_touches_nothing(tmp_path: Path) -> None:
 
 
 def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> list[str]:
-    from abtest.node.health import HealthFailed, HealthReport
+    from abtest.node.health import HealthFailed, HealthReport, HealthWaiter
     from abtest.process.stop import SignalGuard
 
     path = tmp_path / "p.yaml"
@@ -380,10 +381,10 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
     timer = deadman.Timer(7, "/x.disarm", "/x.fired", time.monotonic(), 0.0)
     monkeypatch.setattr(deadman, "node_status", lambda *a: (_ for _ in ()).throw(ClusterError()))
     monkeypatch.setattr(deadman, "node_clock", lambda s: 1.0)
-    monkeypatch.setattr(deadman, "arm", lambda s: done.append("arm") or timer)
+    monkeypatch.setattr(deadman, "arm", lambda s: (done.append("arm"), timer)[1])
     monkeypatch.setattr(deadman, "restart_detached", lambda s: done.append("restart"))
     monkeypatch.setattr(deadman, "disarm", lambda s, t: done.append(f"disarm {t.pid}"))
-    monkeypatch.setattr(deadman, "wait_for_timer", lambda s, t, x: done.append("wait") or True)
+    monkeypatch.setattr(deadman, "wait_for_timer", lambda s, t, x: (done.append("wait"), True)[1])
 
     def wait(self: Any, *a: Any, **k: Any) -> HealthReport:
         done.append("verify")
@@ -391,15 +392,16 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
             raise HealthFailed("ready", "not Ready", HealthReport())
         return HealthReport(1.0, 2.0, 3.0)
 
-    monkeypatch.setattr(deadman.HealthWaiter, "wait", wait)
+    monkeypatch.setattr(HealthWaiter, "wait", wait)
     session: Any = type("S", (), {"profile": profile})()
+    cluster: Any = object()
     try:
         deadman.restart_and_wait(
             profile,
             session,
-            object(),
+            cluster,
             [],
-            "healthzPort: 1\n",  # type: ignore[arg-type]
+            "healthzPort: 1\n",
             guard=SignalGuard(),
             timeout=30,
             progress=lambda m: None,
