@@ -134,6 +134,15 @@ class PodConnection(Closing):
             name = f"abtest-node-{self.node[:40].strip('.-')}-{secrets.token_hex(3)}"
             create_pod(self.cluster, self._spec(name))
         except ClusterError as exc:
+            if "privileged" in str(exc) or "PodSecurity" in str(exc) or "forbidden" in str(exc):
+                raise UserError(
+                    f"the cluster refused the privileged node-access pod for node {self.node}: "
+                    f"{str(exc)[:300]}",
+                    f"{self.source}: transport",
+                    "allow privileged pods (kube-apiserver --allow-privileged=true; the "
+                    f"namespace {self.target.namespace} labelled "
+                    "pod-security.kubernetes.io/enforce=privileged), or use transport: ssh",
+                ) from None
             raise NodeError(f"{self.endpoint.describe()}: cannot create the pod ({exc})") from None
         self._pod = name
         try:
