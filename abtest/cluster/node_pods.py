@@ -16,6 +16,7 @@ execs go through a client used for nothing else, one connection attempt at a tim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
+from websocket import WebSocketException
 
 from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call, convert
 from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY
@@ -36,6 +38,8 @@ NODE_KEY = "abtest/node"
 #: the controller that created the pod: ``host pid pid-start`` (see abtest.node.lock)
 CONTROLLER_ANNOTATION = "abtest/controller"
 STDIN_CHUNK = 1 << 20
+#: where the pod's main process writes its host pid, in the pod's own filesystem
+INIT_PID_FILE = "/tmp/abtest-init.pid"
 _exec_lock = threading.Lock()
 
 
@@ -85,8 +89,14 @@ def node_pod_body(spec: PodSpec) -> dict[str, Any]:
                     "name": "node",
                     "image": spec.image,
                     "imagePullPolicy": spec.pull_policy,
-                    # sleep as PID 1 ignores SIGTERM; the grace period is 0 anyway
-                    "command": ["sleep", "2147483647"],
+                    # writes its host pid (hostPID) for abtest.node.pod_transport.ENTER,
+                    # then only waits (sleep ignores SIGTERM; the grace period is 0 anyway)
+                    "command": [
+                        "sh",
+                        "-c",
+                        # $$$$: the kubelet reads $$ as an escaped $ (as it expands $(VAR))
+                        f"echo $$$$ > {INIT_PID_FILE} && exec sleep 2147483647",
+                    ],
                     "securityContext": {"privileged": True},
                     "volumeMounts": [{"name": "host", "mountPath": "/host"}],
                 }
@@ -179,6 +189,11 @@ def pending_reason(pod: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- exec
 
 
+class _Discard:
+    def write(self, _data: bytes) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class ExecOutcome:
     rc: int
@@ -210,7 +225,7 @@ def open_exec(cluster: Cluster, namespace: str, pod: str, argv: list[str]) -> An
     """A connected exec stream (a kubernetes WSClient) running ``argv`` in the pod."""
     with _exec_lock:
         try:
-            return stream(
+            ws = stream(
                 cluster.core.connect_get_namespaced_pod_exec,
                 pod,
                 namespace,
@@ -220,12 +235,15 @@ def open_exec(cluster: Cluster, namespace: str, pod: str, argv: list[str]) -> An
                 stderr=True,
                 tty=False,
                 binary=True,
-                capture_all=False,
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as exc:
             raise convert(exc) from exc
+    # the client keeps a second copy of every byte read for read_all() (its capture_all,
+    # which the API method will not pass on): we drain the channels ourselves
+    ws._all = _Discard()
+    return ws
 
 
 def exec_in_pod(
@@ -243,6 +261,8 @@ def exec_in_pod(
     ws = open_exec(cluster, namespace, pod, argv)
     out, err = bytearray(), bytearray()
     deadline = time.monotonic() + timeout
+    cut = "the exec stream closed without an exit status"
+    raw = b""
     try:
         _send_stdin(ws, stdin or b"", out, err, deadline)
         while ws.is_open():
@@ -250,26 +270,33 @@ def exec_in_pod(
                 raise ExecTimeout(f"timed out after {timeout:.0f} s")
             ws.update(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
             _drain(ws, out, err)
-        _drain(ws, out, err)
-        raw = ws.read_channel(ERROR_CHANNEL)
-    except (OSError, ValueError) as exc:  # websocket errors are OSError/ValueError subclasses
-        raise ExecCut(f"exec stream failed: {exc}") from None
+    except (OSError, ValueError, WebSocketException) as exc:
+        # the server closes the stream right after the status: what arrived decides
+        cut = f"exec stream failed: {exc}"
     finally:
+        with contextlib.suppress(Exception):
+            _drain(ws, out, err)
+            raw = ws.read_channel(ERROR_CHANNEL)
         ws.close()
     if not raw:
-        raise ExecCut("the exec stream closed without an exit status")
+        raise ExecCut(cut)
     return ExecOutcome(exit_status(raw), bytes(out), bytes(err))
 
 
 def _send_stdin(ws: Any, data: bytes, out: bytearray, err: bytearray, deadline: float) -> None:
     view = memoryview(data)
-    for start in range(0, len(view), STDIN_CHUNK):
-        if time.monotonic() > deadline:
-            raise ExecTimeout("timed out sending stdin")
-        ws.write_channel(STDIN_CHANNEL, bytes(view[start : start + STDIN_CHUNK]))
-        ws.update(timeout=0)  # a command that answers while it reads is drained as it goes
-        _drain(ws, out, err)
-    ws.close_channel(STDIN_CHANNEL)  # EOF: v5 only (a v4 server gets none; see docs)
+    try:
+        for start in range(0, len(view), STDIN_CHUNK):
+            if time.monotonic() > deadline:
+                raise ExecTimeout("timed out sending stdin")
+            ws.write_channel(STDIN_CHANNEL, bytes(view[start : start + STDIN_CHUNK]))
+            ws.update(timeout=0)  # a command that answers while it reads is drained as it goes
+            _drain(ws, out, err)
+        ws.close_channel(STDIN_CHANNEL)  # EOF: v5 only (a v4 server gets none; see docs)
+    except WebSocketException:
+        # the command ended before it read all of its input (or the stream was cut): what
+        # it printed and its status, if any, are read below
+        return
 
 
 def _drain(ws: Any, out: bytearray, err: bytearray) -> None:

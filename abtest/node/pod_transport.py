@@ -3,8 +3,9 @@
 It is a :class:`abtest.node.connection.Connection` like the SSH one. On first use it creates
 one pod pinned to the node (:mod:`abtest.cluster.node_pods`) in abtest's namespace, waits
 until it runs, and runs every command through the exec API as
-``nsenter -t 1 -m -u -i -n -p -- ARGV``: in the host's namespaces, as root. ``sudo`` changes
-nothing (the command is root already), exactly as ``sudo -n`` would leave a root SSH user.
+``nsenter -t 1 -m -u -i -n -p -- ARGV`` (:data:`ENTER`): in the host's namespaces, as root.
+``sudo`` changes nothing (the command is root already), as ``sudo -n`` would leave a root
+SSH user.
 Files travel as the bytes of ``cat`` over the stream (stdin in 1 MiB frames for a write).
 
 A pod that cannot run (no such node, an image that cannot be pulled, Pending past the
@@ -28,6 +29,7 @@ from abtest.cluster.client import Cluster, connect
 from abtest.cluster.namespaces import ensure_namespace
 from abtest.cluster.node_pods import (
     CONTROLLER_ANNOTATION,
+    INIT_PID_FILE,
     ExecTimeout,
     PodSpec,
     create_pod,
@@ -44,8 +46,19 @@ from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
 from abtest.node.lock import process_start
 from abtest.process.closing import Closing
 
-#: into PID 1's namespaces: the host's mounts, names, IPC, network and processes
-NSENTER = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--"]
+#: The namespaces commands run in: PID 1's (the host's mounts, names, IPC, network and
+#: processes). Where PID 1's cannot be entered (a sandbox that hides them: the lab's machine
+#: refuses even root), the container runtime's: the pod's shim, the parent of the pod's own
+#: main process (whose host pid it wrote at its start, ``INIT_PID_FILE`` in its own root).
+#: The runtime is in the namespaces the kubelet and its pods live by, never the pod's own.
+ENTER = (
+    "t=1\n"
+    "if ! readlink /proc/1/ns/mnt >/dev/null 2>&1; then\n"
+    f"  t=$(awk '/^PPid:/ {{print $2}}' \"/proc/$(cat {INIT_PID_FILE})/status\")\n"
+    "fi\n"
+    'exec nsenter -t "$t" -m -u -i -n -p -- "$@"\n'
+)
+NSENTER = ["sh", "-c", ENTER, "abtest-enter"]
 _POLL_S = 0.5
 log = logging.getLogger(__name__)
 
