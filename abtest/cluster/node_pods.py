@@ -28,7 +28,7 @@ from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
 from websocket import WebSocketException
 
-from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call, convert
+from abtest.cluster.client import REQUEST_TIMEOUT, Cluster, api_call
 from abtest.cluster.labels import MANAGED_BY, MANAGED_BY_KEY
 from abtest.errors import ClusterError
 
@@ -45,6 +45,11 @@ _exec_lock = threading.Lock()
 
 class ExecTimeout(ClusterError):
     """The command did not finish within its time limit."""
+
+
+class ExecNotOpened(ClusterError):
+    """The stream was refused before the command started (nothing ran): e.g. a kubelet that
+    has just restarted and does not know the pod's container yet."""
 
 
 class ExecCut(ClusterError):
@@ -239,7 +244,10 @@ def open_exec(cluster: Cluster, namespace: str, pod: str, argv: list[str]) -> An
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as exc:
-            raise convert(exc) from exc
+            raise ExecNotOpened(f"cannot open an exec stream to {namespace}/{pod}: {exc}") from exc
+        except Exception as exc:  # the client's own failure reporting a refused handshake
+            why = exc.__context__ or exc
+            raise ExecNotOpened(f"cannot open an exec stream to {namespace}/{pod}: {why}") from exc
     # the client keeps a second copy of every byte read for read_all() (its capture_all,
     # which the API method will not pass on): we drain the channels ourselves
     ws._all = _Discard()

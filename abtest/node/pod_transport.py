@@ -30,6 +30,8 @@ from abtest.cluster.namespaces import ensure_namespace
 from abtest.cluster.node_pods import (
     CONTROLLER_ANNOTATION,
     INIT_PID_FILE,
+    ExecNotOpened,
+    ExecOutcome,
     ExecTimeout,
     PodSpec,
     create_pod,
@@ -60,6 +62,8 @@ ENTER = (
 )
 NSENTER = ["sh", "-c", ENTER, "abtest-enter"]
 _POLL_S = 0.5
+#: how long an exec the kubelet refused before it started is tried again
+OPEN_RETRY_S = 20.0
 log = logging.getLogger(__name__)
 
 
@@ -273,14 +277,7 @@ class PodConnection(Closing):
     def _exec(self, argv: list[str], shown: str, timeout: float, stdin: bytes | None) -> Result:
         pod = self.open()
         try:
-            out = exec_in_pod(
-                self.cluster,
-                self.target.namespace,
-                pod,
-                [*NSENTER, *argv],
-                stdin=stdin,
-                timeout=timeout,
-            )
+            out = self._exec_retrying(pod, [*NSENTER, *argv], stdin, timeout)
         except ExecTimeout:
             raise NodeError(
                 f"pod {self.node}: command timed out after {timeout:.0f} s: {_short(shown)}"
@@ -294,6 +291,22 @@ class PodConnection(Closing):
             stderr=out.stderr.decode("utf-8", errors="replace"),
             stdout_bytes=out.stdout,
         )
+
+    def _exec_retrying(
+        self, pod: str, argv: list[str], stdin: bytes | None, timeout: float
+    ) -> ExecOutcome:
+        """One exec; a stream refused before the command started (nothing ran) is tried
+        again for a while: a kubelet just restarted takes seconds to know the pod again."""
+        deadline = time.monotonic() + min(timeout, OPEN_RETRY_S)
+        while True:
+            try:
+                return exec_in_pod(
+                    self.cluster, self.target.namespace, pod, argv, stdin=stdin, timeout=timeout
+                )
+            except ExecNotOpened:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(_POLL_S)
 
     # --- files ------------------------------------------------------------------------
 
