@@ -57,7 +57,7 @@ echo $!
 TIMER_SCRIPT = r"""
 # abtest's dead-man timer (docs/node-safety.md, "Nodes without SSH")
 set -u
-delay=$1 disarm=$2 fired=$3 config=$4 binary=$5 restart=$6
+delay=$1 disarm=$2 fired=$3 config=$4 binary=$5 restart=$6 status=$7
 now() { date +%s; }
 end=$(( $(now) + delay ))
 while [ "$(now)" -lt "$end" ]; do
@@ -66,18 +66,26 @@ while [ "$(now)" -lt "$end" ]; do
 done
 if [ -e "$disarm" ]; then rm -f -- "$disarm"; exit 0; fi
 echo "abtest dead-man timer fired at $(date -u +%FT%TZ): not disarmed in ${delay} s"
+changed=0
 put_back() {
   f=$(readlink -f -- "$1") || f=$1
   [ -f "$f.abtest-original" ] || return 0
   cmp -s -- "$f.abtest-original" "$f" && return 0
   cp -p -- "$f.abtest-original" "$f.abtest-deadman" && sync && mv -f -- "$f.abtest-deadman" "$f"
   sync
+  changed=1
   echo "put back $f from $f.abtest-original"
 }
 put_back "$config"
 put_back "$binary"
-sh -c "$restart"
-echo "restart command exited $?"
+# a node already put back by other means (`abtest node restore` over SSH) is not restarted
+# again, unless the profile's status command says its kubelet is not running
+if [ "$changed" = 1 ] || { [ -n "$status" ] && ! sh -c "$status" > /dev/null 2>&1; }; then
+  sh -c "$restart"
+  echo "restart command exited $?"
+else
+  echo "nothing to put back and the kubelet runs: no restart"
+fi
 date +%s > "$fired"
 """
 
@@ -125,24 +133,38 @@ def arm(session: NodeSession) -> Timer:
         profile.kubelet_config_path,
         profile.kubelet_binary_path,
         profile.restart_command,
+        profile.status_command or "",
     ]
     pid = detach(session.ssh, base + ".log", argv)
     return Timer(pid, base + ".disarm", base + ".fired", time.monotonic(), delay)
 
 
+# The disarm file first (a timer between two of its checks sees it), then the timer is
+# stopped and, once it is gone, its files go, and those of timers that fired before (their
+# node has just been verified healthy under a new restart).
+DISARM = r"""
+touch -- "$1"
+kill "$2" 2>/dev/null
+i=0
+while [ $i -lt 50 ] && grep -q abtest-deadman "/proc/$2/cmdline" 2>/dev/null; do
+  sleep 0.1; i=$((i+1))
+done
+if grep -q abtest-deadman "/proc/$2/cmdline" 2>/dev/null; then
+  echo "the timer (pid $2) is still running" >&2; exit 1
+fi
+rm -f -- "$1" "$3"
+for fired in "$4"/abtest-deadman.*.fired; do
+  [ -e "$fired" ] && rm -f -- "$fired" "${fired%.fired}.log"
+done
+exit 0
+"""
+
+
 def disarm(session: NodeSession, timer: Timer) -> None:
     """The restart is verified: the timer ends without touching anything."""
-    res = session.ssh.run(
-        [
-            "sh",
-            "-c",
-            'touch -- "$1" && kill "$2" 2>/dev/null; exit 0',
-            "sh",
-            timer.disarm,
-            str(timer.pid),
-        ],
-        timeout=30,
-    )
+    base = timer.disarm.removesuffix(".disarm")
+    argv = ["sh", "-c", DISARM, "sh", timer.disarm, str(timer.pid), base + ".log"]
+    res = session.ssh.run([*argv, posixpath.dirname(base)], timeout=30)
     res.check("disarming the dead-man timer")
 
 

@@ -124,7 +124,7 @@ def test_a_sweep_through_a_pod_gives_the_node_back(
                      "--out", str(tmp_path / "r"), timeout=300)  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     text = "".join(p.read_text() for p in (tmp_path / "r").glob("*.md"))
-    assert "Node access: the node was reached through a pod" in text
+    assert "Node access: abtest-lab through a pod (docker.io/library/busybox:1.36.1" in text
     # the lab_node and pod_profile fixtures: config byte-identical, lock free, no backup,
     # healthy (checked over SSH), the binary unchanged, no node-access pod left
 

@@ -323,11 +323,13 @@ def test_exec_status_codes_and_failures(monkeypatch: pytest.MonkeyPatch) -> None
 # --------------------------------------------------------------------------- dead-man timer
 
 
-def _timer(tmp_path: Path, delay: int) -> tuple[subprocess.Popen[bytes], Path, Path, Path]:
+def _timer(
+    tmp_path: Path, delay: int, ours: str = "ours\n", status: str = ""
+) -> tuple[subprocess.Popen[bytes], Path, Path, Path]:
     config, binary = tmp_path / "config.yaml", tmp_path / "kubelet"
-    config.write_text("ours\n")
+    config.write_text(ours)
     (tmp_path / "config.yaml.abtest-original").write_text("original\n")
-    binary.write_bytes(b"candidate")
+    binary.write_bytes(b"candidate" if ours != "original\n" else b"node's own")
     (tmp_path / "kubelet.abtest-original").write_bytes(b"node's own")
     restarted = tmp_path / "restarted"
     proc = subprocess.Popen(
@@ -342,6 +344,7 @@ def _timer(tmp_path: Path, delay: int) -> tuple[subprocess.Popen[bytes], Path, P
             str(config),
             str(binary),
             f"echo restart > {restarted}",
+            status,
         ],
         stdout=subprocess.PIPE,
     )
@@ -431,3 +434,30 @@ def test_the_reports_method_names_each_nodes_transport() -> None:
     two = {"nodes": {"b": {"transport": "SSH (b)"}, "a": {"transport": "a pod (i)"}}}
     assert transport_method(data(two)) == ("Node access: a through a pod (i); b through SSH (b).",)
     assert transport_method(data({})) == ()  # a run recorded before abtest wrote it
+
+
+@pytest.mark.parametrize(("status", "restarts"), [("", False), ("true", False), ("false", True)])
+def test_a_timer_with_nothing_to_put_back_restarts_only_a_stopped_kubelet(
+    tmp_path: Path, status: str, restarts: bool
+) -> None:
+    proc, config, _, restarted = _timer(tmp_path, 1, ours="original\n", status=status)
+    out, _ = proc.communicate(timeout=20)
+    assert config.read_text() == "original\n" and (tmp_path / "d.fired").exists()
+    assert restarted.exists() is restarts, out
+
+
+def test_disarming_stops_the_timer_and_removes_its_files(tmp_path: Path) -> None:
+    timer = subprocess.Popen(["sh", "-c", "sleep 30", "abtest-deadman"])
+    base = tmp_path / "abtest-deadman.1"
+    for name in ("abtest-deadman.1.log", "abtest-deadman.0.fired", "abtest-deadman.0.log"):
+        (tmp_path / name).write_text("x")
+    keep = tmp_path / "abtest-restart.log"
+    keep.write_text("x")
+    subprocess.run(
+        ["sh", "-c", deadman.DISARM, "sh", f"{base}.disarm", str(timer.pid), f"{base}.log",
+         str(tmp_path)],
+        check=True,
+        timeout=10,
+    )  # fmt: skip
+    assert timer.wait(5) != 0  # killed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [keep.name]
