@@ -385,7 +385,7 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
     monkeypatch.setattr(deadman, "node_status", lambda *a: (_ for _ in ()).throw(ClusterError()))
     monkeypatch.setattr(deadman, "node_clock", lambda s: 1.0)
     monkeypatch.setattr(deadman, "arm", lambda s: (done.append("arm"), timer)[1])
-    monkeypatch.setattr(deadman, "restart_detached", lambda s: done.append("restart"))
+    monkeypatch.setattr(deadman, "restart_detached", lambda s, p: done.append("restart"))
     monkeypatch.setattr(deadman, "disarm", lambda s, t: done.append(f"disarm {t.pid}"))
     monkeypatch.setattr(deadman, "wait_for_timer", lambda s, t, x: (done.append("wait"), True)[1])
 
