@@ -199,3 +199,29 @@ def _timers() -> list[str]:
     """The pids of the dead-man timers running on the lab node (this machine)."""
     found = subprocess.run(["pgrep", "-f", "abtest-deadman"], capture_output=True, text=True)
     return found.stdout.split()
+
+
+def test_a_kubelet_that_cannot_start_is_rolled_back_after_the_timer(
+    lab_node: LabNode, pod_profile: Path
+) -> None:
+    """The controller alive: the restart is never verified, so the timer is never disarmed;
+    abtest waits for it to bring the node back through the pod, then rolls back as over SSH."""
+    from abtest.node.control import NodeController
+    from abtest.node.records import RolledBack
+
+    profile = load_profile(str(pod_profile))
+    said: list[str] = []
+    t0 = time.monotonic()
+    with (
+        NodeController(profile, lab_node.store, progress=said.append) as ctl,
+        pytest.raises(RolledBack) as caught,
+    ):
+        ctl.apply({"featureGates.NoSuchGateAtAll": True}, check_known=False)
+    took = time.monotonic() - t0
+    print(f"\nROLLED BACK {took:.1f} s")
+    assert caught.value.rollback.restored and caught.value.rollback.health is not None
+    assert any("puts the originals back by itself" in m for m in said), said
+    assert lab_node.config_bytes() == lab_node.original
+    [entry] = Journal(lab_node.store).history(profile.node_name)
+    assert entry.state == RESTORED and "rolled back" in (entry.detail or "")
+    assert _timers() == []
