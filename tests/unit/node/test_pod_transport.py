@@ -384,10 +384,20 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
     timer = deadman.Timer(7, "/x.disarm", "/x.fired", time.monotonic(), 0.0)
     monkeypatch.setattr(deadman, "node_status", lambda *a: (_ for _ in ()).throw(ClusterError()))
     monkeypatch.setattr(deadman, "node_clock", lambda s: 1.0)
-    monkeypatch.setattr(deadman, "arm", lambda s: (done.append("arm"), timer)[1])
+
+    def arm(session: Any) -> deadman.Timer:
+        done.append("arm")
+        return timer
+
+    monkeypatch.setattr(deadman, "arm", arm)
     monkeypatch.setattr(deadman, "restart_detached", lambda s, p: done.append("restart"))
     monkeypatch.setattr(deadman, "disarm", lambda s, t: done.append(f"disarm {t.pid}"))
-    monkeypatch.setattr(deadman, "wait_for_timer", lambda s, t, x: (done.append("wait"), True)[1])
+
+    def wait_for_timer(session: Any, t: deadman.Timer, timeout: float) -> bool:
+        done.append("wait")
+        return True
+
+    monkeypatch.setattr(deadman, "wait_for_timer", wait_for_timer)
 
     def wait(self: Any, *a: Any, **k: Any) -> HealthReport:
         done.append("verify")
