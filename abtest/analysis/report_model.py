@@ -39,6 +39,7 @@ from abtest.analysis.fleet import FleetReport, build_fleet
 from abtest.analysis.reference import PodSpecFactor, build_time_went, build_two_way
 from abtest.analysis.run_data import INCLUDED, ArmInfo, RunData
 from abtest.analysis.start_phase import start_phase_method
+from abtest.analysis.transport import transport_method
 from abtest.errors import UserError
 from abtest.stats import (
     Attribution,
@@ -202,6 +203,7 @@ def model_of(data: RunData, *, baseline: str | None, confidence: float) -> Repor
         + _build_method(data)
         + _load_method(data)
         + start_phase_method(data)
+        + transport_method(data)
         + api_path_method(data),
         confidence=confidence,
         baseline=base,

@@ -112,6 +112,7 @@ def run_single_batch(
     )
     ensure_namespace(cluster, namespace)
     env = probe_environment(cluster, profile.node_name)
+    env["transport"] = profile.reached_by  # how abtest reached the node (the report's Method)
     # a lab node's kubelet path through the latency proxy (`lab up --api-latency`)
     env |= api_proxy.run_env(profile.kubeconfig, profile.node_name)
     plan = {

@@ -3,6 +3,7 @@ its container runtime's commands), read from a profile YAML file."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -16,6 +17,7 @@ from abtest.config.k8s_names import (
     node_name_problem,
     node_path_problem,
 )
+from abtest.config.pod_transport import PodTarget, check_sections, pod_target, transport_of
 from abtest.config.ssh_names import host_problem, port_problem, user_problem
 from abtest.config.yaml_checks import Fields, yaml_mapping
 from abtest.config.yaml_input import read_text
@@ -41,7 +43,8 @@ class NodeProfile:
     source: str
     node_name: str
     kubeconfig: str | None
-    ssh: SSHTarget
+    #: how the node is reached over SSH (None with ``transport: pod``)
+    ssh: SSHTarget | None
     sudo: bool
     kubelet_config_path: str
     kubelet_binary_path: str
@@ -83,6 +86,16 @@ class NodeProfile:
     #: (``v1.36.3+agc``, placed in builds_dir): the node's kubelet for experiments, its
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
+    #: ``ssh`` (the default) or ``pod``: a privileged pod pinned to the node (``pod``)
+    transport: str = "ssh"
+    pod: PodTarget | None = None
+
+    @property
+    def reached_by(self) -> str:
+        """How the node is reached, as the report's Method says it."""
+        if self.pod is not None:
+            return f"a pod ({self.pod.image} in namespace {self.pod.namespace})"
+        return f"SSH ({self.ssh.host})" if self.ssh else "SSH"
 
     def build_binary(self, build: BuildName, where: str | None = None) -> str:
         """Where a placed build (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
@@ -112,6 +125,13 @@ def load_profile(name_or_path: str, base: Path | None = None) -> NodeProfile:
 def parse_profile(path: Path) -> NodeProfile:
     text = read_text(path, "node profile")  # once: what is checked is what is stored
     sections = _profile_sections(text, path)
+    transport = transport_of(sections.top)
+    check_sections(sections.top, transport)
+    pod = (
+        pod_target(sections.top.sub("pod", required=True), _health_timeout(sections.top))
+        if transport == "pod"
+        else None
+    )
     port = _checked_ssh_port(sections.ssh)
     _check_ssh_names(sections.ssh)
     lock_path = _checked_lock_path(sections.top)
@@ -122,7 +142,18 @@ def parse_profile(path: Path) -> NodeProfile:
     _check_sandbox_stop(sections.commands)
     _check_kubelet_paths(sections.kubelet)
     _check_node_commands(sections.kubelet, sections.commands)
-    return _profile_from(path, text, sections, port, node_name, lock_path)
+    profile = _profile_from(path, text, sections, port, node_name, lock_path)
+    if pod is None:
+        return profile
+    if pod.deadman_s <= profile.health_timeout_s:
+        raise sections.top.error(
+            "pod.deadman_s",
+            f"{pod.deadman_s:g} s is not longer than health_timeout_s "
+            f"({profile.health_timeout_s:g} s): the timer would put the node back while abtest "
+            "still waits for the restarted kubelet",
+            "give pod.deadman_s more than health_timeout_s (by default 60 s more)",
+        )
+    return dataclasses.replace(profile, ssh=None, transport="pod", pod=pod)
 
 
 class _Sections(NamedTuple):
@@ -145,6 +176,8 @@ def _profile_sections(text: str, path: Path) -> _Sections:
             "kubeconfig",
             "context",
             "ssh",
+            "transport",
+            "pod",
             "sudo",
             "kubelet",
             "commands",
@@ -152,7 +185,7 @@ def _profile_sections(text: str, path: Path) -> _Sections:
             "health_timeout_s",
         }
     )
-    ssh = top.sub("ssh", required=True)
+    ssh = top.sub("ssh")
     ssh.only({"host", "port", "user", "key", "agent", "known_hosts", "config", "password"})
     if "password" in ssh.data:
         raise ssh.error("password", "passwords are not accepted in profiles", "use a key or agent")
@@ -248,7 +281,7 @@ def _profile_from(
         node_name=node_name,
         kubeconfig=_expand(top.opt_text("kubeconfig")),
         kube_context=top.opt_text("context"),
-        ssh=_ssh_target(ssh, port),
+        ssh=_ssh_target(ssh, port) if "ssh" in top.data else None,
         sudo=top.flag("sudo", default=True),
         kubelet_config_path=kubelet.text("config_path", required=True),
         kubelet_binary_path=kubelet.text("binary_path", required=True),
@@ -261,7 +294,7 @@ def _profile_from(
             "image_present", default=f"{_CRICTL} inspecti -q {{image}}"
         ),
         lock_path=lock_path,
-        health_timeout_s=top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S),
+        health_timeout_s=_health_timeout(top),
         text=text,
         status_command=kubelet.opt_text("status_command"),
         pid_command=kubelet.opt_text("pid_command"),
@@ -373,6 +406,10 @@ def _check_handler_listing(commands: Fields) -> None:
             "use `crictl pods -o json --label io.kubernetes.pod.namespace={namespace} "
             "--label abtest/round={round}`",
         )
+
+
+def _health_timeout(top: Fields) -> float:
+    return top.number("health_timeout_s", default=120.0, rng=num.HEALTH_TIMEOUT_S)
 
 
 def _expand(value: str | None) -> str | None:

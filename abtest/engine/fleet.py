@@ -42,7 +42,8 @@ def same_node(profiles: Sequence[NodeProfile], *, kubelets: bool = True) -> None
         if not kubelets:
             continue
         # no port: as the SSH config resolves it, the same for both profiles of one host
-        key = (p.ssh.host, p.ssh.port, p.kubelet_config_path)
+        # (a pod profile's kubelet is its node's: two profiles of one node are refused above)
+        key = (p.ssh.host, p.ssh.port, p.kubelet_config_path) if p.ssh else (p.node_name, None, "")
         if key in by_kubelet:
             first = by_kubelet[key]
             raise UserError(
@@ -99,6 +100,8 @@ def skipped_arms(failed_by_node: dict[str, dict[str, str]]) -> str:
 
 
 def _address(p: NodeProfile) -> str:
+    if p.ssh is None:
+        return f"node {p.node_name} through a pod"
     return f"{p.ssh.host}:{p.ssh.port}" if p.ssh.port else p.ssh.host
 
 

@@ -174,6 +174,8 @@ class RealNodes:
         env = probe_environment(
             connect(profile.kubeconfig, context=profile.kube_context), profile.node_name
         )
+        # how abtest reached the node (the report's Method says it)
+        env["transport"] = profile.reached_by
         # a lab node's kubelet path through the latency proxy (`lab up --api-latency`)
         return env | api_proxy.run_env(profile.kubeconfig, profile.node_name)
 

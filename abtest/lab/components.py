@@ -248,6 +248,9 @@ class ApiServer(Component):
                 f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
+                # privileged pods: a node profile with `transport: pod` reaches the lab node
+                # through one (docs/node-safety.md); the API server refuses them by default
+                "--allow-privileged=true",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",

@@ -3,8 +3,9 @@
 Three stages, timed from the moment the restart command was sent, one deadline for all:
 
 1. ``healthz``  - the kubelet's healthz endpoint answers ``ok`` on the node (via SSH,
-   ``curl`` or ``wget``). With a profile ``status_command``, a kubelet that is not
-   running (e.g. refused its config) fails the stage at once instead of at the deadline.
+   ``curl`` or ``wget``; through a pod, the kubelet's ``/healthz`` via the node proxy).
+   With a profile ``status_command`` (SSH only), a kubelet that is not running (e.g.
+   refused its config) fails the stage at once instead of at the deadline.
 2. ``ready``    - the node is Ready in the API with a heartbeat newer than the restart. The
    heartbeat is stamped by the node's clock, so it is compared only with the node's own
    clock read at the restart (:func:`node_clock`) and with the heartbeat seen before the
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from abtest.cluster.client import Cluster
+from abtest.cluster.client import Cluster, node_proxy_get
 from abtest.cluster.nodes import configz, feature_enabled, lease_renewed, node_status
 from abtest.config.domain import Scalar
 from abtest.config.full_match import whole
@@ -316,6 +317,13 @@ class HealthWaiter:
         self.profile = profile
 
     def healthz_ok(self, url: str) -> bool:
+        if self.profile.pod is not None:
+            # through a pod, the API server is the only judge (an exec may answer from a
+            # kubelet about to go): the kubelet's own /healthz through the node proxy
+            try:
+                return node_proxy_get(self.cluster, self.profile.node_name, "healthz") == "ok"
+            except ClusterError:
+                return False
         try:
             res = self.session.ssh.run(healthz_command(url), timeout=15)
         except NodeError:
@@ -323,8 +331,9 @@ class HealthWaiter:
         return res.ok and res.stdout.strip() == "ok"
 
     def kubelet_running(self) -> bool | None:
-        """None when the profile cannot tell (no status_command)."""
-        if not self.profile.status_command:
+        """None when the profile cannot tell (no status_command, or a pod transport: no exec
+        reaches a node whose kubelet is down)."""
+        if not self.profile.status_command or self.profile.pod is not None:
             return None
         try:
             return self.session.profile_command(self.profile.status_command, timeout=15).ok

@@ -85,9 +85,10 @@ def check(
         ssh = node.ssh
         text: list[str] = []
         locks: list[LockInfo] = []  # the lock, when one is held
-        if not report.add("ssh", lambda: _ssh(node)):
+        reach = "ssh" if profile.pod is None else "pod"  # the profile's transport
+        if not report.add(reach, lambda: _ssh(node)):
             for name in ("sudo", "kubelet config", "kubelet sources", "image", "node lock"):
-                report.fail(name, "skipped: no SSH")
+                report.fail(name, f"skipped: the node was not reached ({reach})")
         else:
             if profile.sudo:
                 report.add("sudo", lambda: _sudo(node))

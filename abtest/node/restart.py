@@ -14,6 +14,7 @@ from abtest.cluster.client import Cluster
 from abtest.cluster.nodes import node_status
 from abtest.config.playbook import NodeProfile
 from abtest.errors import ClusterError
+from abtest.node import deadman
 from abtest.node.health import Expectation, HealthReport, HealthWaiter, healthz_url, node_clock
 from abtest.node.session import NodeSession
 from abtest.process.stop import SignalGuard
@@ -31,7 +32,19 @@ def restart_and_wait(
     progress: Callable[[str], None],
 ) -> tuple[HealthReport, float]:
     """Restart with the profile's command; wait for healthz, Ready, verified values.
-    Returns the health report and how long the restart command itself took."""
+    Returns the health report and how long the restart command itself took. Through a pod,
+    the restart runs detached under a host-side dead-man timer (abtest.node.deadman)."""
+    if profile.pod is not None:
+        return deadman.restart_and_wait(
+            profile,
+            session,
+            cluster,
+            expectations,
+            config_text,
+            guard=guard,
+            timeout=timeout,
+            progress=progress,
+        )
     url = healthz_url(profile, config_text)
     try:
         hb = node_status(cluster, profile.node_name).heartbeat

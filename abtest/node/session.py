@@ -1,6 +1,7 @@
-"""One SSH session with a node, and the small read-only questions other layers ask it.
+"""One session with a node (over SSH or through a pod: the profile's ``transport``), and the
+small read-only questions other layers ask it.
 
-``NodeSession(profile)`` is a context manager over one lazy SSH connection. The batch
+``NodeSession(profile)`` is a context manager over one lazy connection. The batch
 engine uses :meth:`sandbox_count`, :meth:`image_present` and :meth:`kubelet_log_tail`;
 the node controller builds on :attr:`ssh` and :meth:`profile_command`.
 """
@@ -22,6 +23,7 @@ from abtest.errors import NodeError, UserError
 from abtest.node import container_starts, runtimes
 from abtest.node.connection import DEFAULT_TIMEOUT_S, Connection, Result
 from abtest.node.file_digest import memo_for
+from abtest.node.pod_transport import PodConnection
 from abtest.node.ssh import Connection as SSHConnection
 from abtest.process.closing import Closing
 
@@ -175,6 +177,24 @@ def only_removal_races(stderr: str) -> bool:
     return bool(lines) and all(_REMOVAL_RACE.search(ln) for ln in lines)
 
 
+def open_transport(
+    profile: NodeProfile, *, accept_new_host_key: bool, connect_timeout: float
+) -> Connection:
+    """The profile's transport, not connected yet: SSH, or a pod pinned to the node."""
+    if profile.pod is not None:
+        return PodConnection(
+            profile.node_name,
+            profile.pod,
+            kubeconfig=profile.kubeconfig,
+            context=profile.kube_context,
+            source=profile.source,
+        )
+    assert profile.ssh is not None  # a profile is reached by one of the two
+    return SSHConnection(
+        profile.ssh, accept_new_host_key=accept_new_host_key, connect_timeout=connect_timeout
+    )
+
+
 class NodeSession(Closing):
     """A node reached through its profile: ``with NodeSession(profile) as node: ...``.
 
@@ -193,10 +213,8 @@ class NodeSession(Closing):
         self.profile = profile
         # the digests of the node's files this process hashed (abtest.node.file_digest)
         self.digests = memo_for(profile.node_name, profile.ssh)
-        self.ssh: Connection = connection or SSHConnection(
-            profile.ssh,
-            accept_new_host_key=accept_new_host_key,
-            connect_timeout=connect_timeout,
+        self.ssh: Connection = connection or open_transport(
+            profile, accept_new_host_key=accept_new_host_key, connect_timeout=connect_timeout
         )
 
     def close(self) -> None:

@@ -399,7 +399,7 @@ def fake_profiles(like: NodeProfile, nodes: list[FakeNode]) -> tuple[NodeProfile
             like,
             name=n.name,
             node_name=n.name,
-            ssh=dataclasses.replace(like.ssh, host=n.name),
+            ssh=dataclasses.replace(like.ssh, host=n.name) if like.ssh else None,
             kubelet_config_path=f"/fake/{n.name}/kubelet/config.yaml",
         )
         for n in nodes

@@ -11,6 +11,7 @@ from abtest.batch.round_pods import ClusterPods, RoundPods, RoundWatch
 from abtest.cluster.client import Cluster
 from abtest.engine.sweep_nodes import NodeAccess, NodeControl, NodeKit
 from abtest.node.connection import Connection
+from abtest.node.pod_transport import PodConnection
 from abtest.node.ssh import Connection as SSHConnection
 from abtest.testing import (
     FakeConnection,
@@ -26,6 +27,10 @@ from abtest.testing import (
 
 def _real_connection(c: SSHConnection) -> Connection:
     return c  # the paramiko connection is a Connection
+
+
+def _pod_connection(c: PodConnection) -> Connection:
+    return c  # so is the connection through a pod (transport: pod)
 
 
 def _real_pods(cluster: Cluster) -> RoundPods:

@@ -140,6 +140,7 @@ def test_the_profile_differs_from_the_shipped_one_only_in_how_the_node_is_reache
 ) -> None:
     shipped = load_profile("kubeadm-systemd")
     ours = systemd_node
+    assert ours.ssh is not None
     assert ours.ssh.host == sdnode.NODE_IP and ours.ssh.port == 22
     assert ours.ssh.user == "abtest" and not ours.ssh.use_agent and ours.ssh.key_file
     same = [

@@ -193,6 +193,7 @@ def test_wrong_host_key_is_refused_and_nothing_changes(lab_node: LabNode, tmp_pa
     # the same key type as the server's, a different key: a CHANGED host key
     other = _ed25519_line(name)
     wrong.write_text(other)
+    assert prof.ssh is not None
     bad = replace(prof, ssh=replace(prof.ssh, known_hosts=str(wrong)))
     for accept in (False, True):  # a changed key is refused even with accept_new_host_key
         with (
@@ -206,6 +207,7 @@ def test_wrong_host_key_is_refused_and_nothing_changes(lab_node: LabNode, tmp_pa
     # an unknown host is refused, and accepted (and recorded) only when asked to
     empty = tmp_path / "known_hosts_empty"
     empty.write_text("")
+    assert prof.ssh is not None
     unknown = replace(prof, ssh=replace(prof.ssh, known_hosts=str(empty)))
     with NodeSession(unknown) as node, pytest.raises(HostKeyError, match="not in"):
         node.sandbox_count()

@@ -52,6 +52,7 @@ def test_profile_differs_from_the_shipped_one_only_in_how_the_node_is_reached(
     for f in fields(NodeProfile):
         if f.name not in reach:
             assert getattr(ours, f.name) == getattr(theirs, f.name), f.name
+    assert ours.ssh is not None  # an SSH profile (transport: pod has none)
     assert ours.node_name == sdnode.NAME and ours.ssh.host == sdnode.NODE_IP
     assert ours.ssh.port == 22 and ours.ssh.user == sdnode.SSH_USER
     assert ours.ssh.key_file == str(node.ssh / "client_ed25519") and not ours.ssh.use_agent

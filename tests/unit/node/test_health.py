@@ -124,6 +124,7 @@ def _profile(tmp_path: Path) -> NodeProfile:
     cfg.write_text("Host abtest-lab\n  HostName 127.0.0.1\n  Port 2222\n")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
+    assert lab.ssh is not None
     ssh = replace(lab.ssh, config_file=str(cfg), known_hosts=str(tmp_path / "known_hosts"))
     return replace(lab, ssh=ssh, kubeconfig=str(kubeconfig), status_command=None)
 

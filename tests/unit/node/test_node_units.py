@@ -66,6 +66,7 @@ def _profile(tmp_path: Path, **changes: object) -> NodeProfile:
     lab = load_profile("lab")
     cfg = tmp_path / "ssh_config"
     cfg.write_text("Host abtest-lab\n  HostName 127.0.0.1\n  Port 2222\n")
+    assert lab.ssh is not None
     ssh = replace(lab.ssh, config_file=str(cfg), known_hosts=str(tmp_path / "known_hosts"))
     return replace(lab, ssh=ssh, **changes)  # type: ignore[arg-type]
 

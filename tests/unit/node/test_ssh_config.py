@@ -223,6 +223,7 @@ def test_unreadable_known_hosts_is_an_error(tmp_path: Path) -> None:
 def _lab_jump_target(profile: NodeProfile, tmp_path: Path, known_hosts_line: str) -> SSHTarget:
     """The lab node behind a ProxyJump through the lab's own sshd (as its bastion); its host
     key only in the *second* UserKnownHostsFile, so reading only the first would fail."""
+    assert profile.ssh is not None
     lab = resolve(profile.ssh)
     empty, second = tmp_path / "kh-empty", tmp_path / "kh-second"
     empty.write_text("")
@@ -257,6 +258,7 @@ def _lab_jump_target(profile: NodeProfile, tmp_path: Path, known_hosts_line: str
 
 @pytest.mark.lab
 def test_proxyjump_through_the_lab_sshd(lab_profile: NodeProfile, tmp_path: Path) -> None:
+    assert lab_profile.ssh is not None
     lab = resolve(lab_profile.ssh)
     line = Path(lab.known_hosts).read_text()
     target = _lab_jump_target(lab_profile, tmp_path, line)
@@ -277,6 +279,7 @@ def test_proxyjump_through_the_lab_sshd(lab_profile: NodeProfile, tmp_path: Path
 
 @pytest.mark.lab
 def test_proxyjump_host_keys_stay_strict(lab_profile: NodeProfile, tmp_path: Path) -> None:
+    assert lab_profile.ssh is not None
     lab = resolve(lab_profile.ssh)
     line = Path(lab.known_hosts).read_text()
     # the jump host (and the node) unknown: refused before anything runs
@@ -302,6 +305,7 @@ def test_proxyjump_host_keys_stay_strict(lab_profile: NodeProfile, tmp_path: Pat
 
 @pytest.mark.lab
 def test_proxycommand_to_the_lab_sshd(lab_profile: NodeProfile, tmp_path: Path) -> None:
+    assert lab_profile.ssh is not None
     lab = resolve(lab_profile.ssh)
     known = tmp_path / "known_hosts"
     known.write_text(Path(lab.known_hosts).read_text())
