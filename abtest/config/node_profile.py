@@ -83,6 +83,9 @@ class NodeProfile:
     #: (``v1.36.3+agc``, placed in builds_dir): the node's kubelet for experiments, its
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
+    #: abtest uploads a build an arm needs and the node lacks into builds_dir (``kubelet.
+    #: place_builds``, default true; false: the pre-flight refuses a missing build instead)
+    place_builds: bool = True
 
     def build_binary(self, build: BuildName, where: str | None = None) -> str:
         """Where a placed build (``v1.35.4``, ``v1.36.3+agc``) is found on the node,
@@ -168,6 +171,7 @@ def _profile_sections(text: str, path: Path) -> _Sections:
             "pid_command",
             "builds_dir",
             "build",
+            "place_builds",
         }
     )
     commands = top.sub("commands")
@@ -267,6 +271,7 @@ def _profile_from(
         pid_command=kubelet.opt_text("pid_command"),
         kubelet_builds_dir=kubelet.opt_text("builds_dir"),
         kubelet_build=_build(kubelet),
+        place_builds=kubelet.flag("place_builds", default=True),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),
