@@ -51,8 +51,9 @@ def build(
 ) -> None:
     """Build kubelets here, for a node's architecture, into the cache.
 
-    Each build is made once into ~/.cache/abtest, for the target node's architecture (cgo off: an amd64 machine builds an arm64 kubelet with Go
-    alone). Neither --profile nor --goarch: this machine's architecture. A sweep, regress or
+    Each build is made once into ~/.cache/abtest, for the target node's architecture
+    (cgo off: an amd64 machine builds an arm64 kubelet with Go alone; a kubelet is 2-10 min
+    on 2 cores). Neither --profile nor --goarch: this machine's architecture. A sweep, regress or
     bisect places the builds its arms need on the node itself (kubelet.place_builds)."""
     prof = load_profile(profile) if profile else None
     for made in use.build(names, prof, goarch, _say, accept_new_host_key=accept_new_host_key):

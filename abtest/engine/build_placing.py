@@ -40,13 +40,16 @@ def place_needed(
     say: Say,
     *,
     accept_new_host_key: bool = False,
+    session: NodeSession | None = None,
 ) -> Placed:
     """Every build in ``builds`` on the node whose profile lets abtest place builds; an
-    AbtestError (one line, nothing measured) for a build that cannot be placed."""
+    AbtestError (one line, nothing measured) for a build that cannot be placed. ``session``:
+    the node's (a test's over a fake connection), else one opened here."""
     wanted = list(dict.fromkeys(builds))
     if not wanted or not profile.place_builds or profile.kubelet_builds_dir is None:
         return Placed()
-    with NodeSession(profile, accept_new_host_key=accept_new_host_key) as session:
+    opened = session or NodeSession(profile, accept_new_host_key=accept_new_host_key)
+    with opened as session:
         lock = NodeLock(
             session.ssh, profile.lock_path, sudo=profile.sudo, profile_name=profile.name
         )

@@ -11,6 +11,7 @@ checked against the lab's API server (the pre-flight checks each build against t
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,7 @@ def cached_path(build: BuildName, goarch: str | None) -> Path | None:
         return None
     if series is None:
         path = binary_set(build.release, ("kubelet",), goarch).path("kubelet")
-        return path if path.is_file() else None
+        return path if os.access(path, os.X_OK) else None
     return cached_dir(series, goarch) / BUILD_BINARY if is_built(series, goarch) else None
 
 

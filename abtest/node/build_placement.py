@@ -120,7 +120,8 @@ def _is_ours(session: NodeSession, folder: str, sha: str | None) -> bool:
 
 
 def version_of(session: NodeSession, binary: str) -> str | None:
-    res = session.run([binary, "--version"], timeout=60)
+    script = '[ -f "$1" ] && [ -x "$1" ] || exit 126; exec "$1" --version'
+    res = session.run(["sh", "-c", script, "sh", binary], timeout=60)
     return (res.stdout.strip() or None) if res.ok else None
 
 
