@@ -17,13 +17,15 @@ from dataclasses import dataclass
 
 from abtest.config.build_names import BuildName
 from abtest.config.playbook import NodeProfile
-from abtest.errors import AbtestError
+from abtest.errors import AbtestError, NodeLockedError
 from abtest.lab.local_builds import cached_path, local_build
 from abtest.node.build_placement import LocalFile, node_goarch, place_build
 from abtest.node.lock import NodeLock
 from abtest.node.session import NodeSession
 
 Say = Callable[[str], None]
+#: the node lock's purpose while builds are placed (a dead holder's is taken over)
+PURPOSE = "placing kubelet builds"
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,24 @@ def place_needed(
         lock = NodeLock(
             session.ssh, profile.lock_path, sudo=profile.sudo, profile_name=profile.name
         )
-        lock.acquire("placing kubelet builds")
+        _acquire(lock)
         try:
             return _place_all(session, wanted, say)
         finally:
             lock.release()
+
+
+def _acquire(lock: NodeLock) -> None:
+    """The node lock for a placement. A lock left by a placement whose controller is gone
+    (killed mid-upload) is taken over: a placement changes no kubelet, so there is nothing
+    for `node restore` to put back first. Any other held lock is refused as always."""
+    try:
+        lock.acquire(PURPOSE)
+    except NodeLockedError:
+        held = lock.read()
+        if held is None or held.purpose != PURPOSE or held.holder_alive() is not False:
+            raise
+        lock.acquire(PURPOSE, reclaim_dead=True)
 
 
 def _place_all(session: NodeSession, wanted: list[BuildName], say: Say) -> Placed:

@@ -287,3 +287,36 @@ def test_a_placement_refusal_is_one_preflight_problem(node, tmp_path, monkeypatc
     [problem] = build_placing.placement_problems(profile, [BUILD], print, False)
     assert problem.startswith("placing kubelet builds: ") and "not a build abtest placed" in problem
     assert not host.lock_path.exists()
+
+
+def dead_lock(purpose: str) -> str:
+    """A lock a killed controller of this host left: its pid no longer runs."""
+    from abtest.node.lock import new_info
+
+    info = dataclasses.replace(new_info(purpose), pid=2**22 - 7, pid_start="1")
+    return info.to_json()
+
+
+@pytest.mark.parametrize(
+    ("purpose", "taken"), [(build_placing.PURPOSE, True), ("sweep run-1", False)]
+)
+def test_only_a_dead_placements_lock_is_taken_over(
+    node, tmp_path, monkeypatch, purpose: str, taken: bool
+) -> None:
+    host, profile = node
+    host.lock_path.write_text(dead_lock(purpose))
+    monkeypatch.setattr(build_placing, "local_build", fake_local(tmp_path / "k", kubelet(), []))
+    monkeypatch.setattr(build_placing, "cached_path", lambda build, goarch: tmp_path / "k")
+    monkeypatch.setattr(
+        build_placing,
+        "NodeSession",
+        lambda p, **kw: NodeSession(p, connection=FakeConnection(host)),
+    )
+    problems = build_placing.placement_problems(profile, [BUILD], print, False)
+    if taken:
+        assert problems == [] and (folder(profile) / "kubelet").exists()
+        assert not host.lock_path.exists()
+    else:
+        [problem] = problems
+        assert "node lock" in problem and "node restore" in problem
+        assert not folder(profile).exists() and "sweep run-1" in host.lock_path.read_text()
