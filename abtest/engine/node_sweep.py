@@ -101,7 +101,8 @@ class NodeSweep:
             accept_new_host_key=self.opts.accept_new_host_key,
             pods=max(self.plan.schedule.sizes, default=0),
             builds=tuple(a.kubelet for a in arms if isinstance(a.kubelet, BuildName)),
-            say=lambda m: self.emit("node", {"msg": m}),
+            # what placing the arms' builds uploads (said by every command that sweeps)
+            say=lambda m: self.emit("placement", {"node": self.profile.node_name, "msg": m}),
             # a playbook's own template may request something else: only the shipped one's
             requests={}
             if self.plan.playbook.workload.template

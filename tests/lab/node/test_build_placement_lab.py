@@ -1,8 +1,10 @@
 """Builds placed for you (issue 47 part 1) on the real lab: the lab's second node reached as a
 remote node (its own SSH alias), through a copy of its profile whose builds_dir is a fresh
-empty folder, from a folder outside the repo. A bisection over two releases places both
-(sha256 and --version checked on the node), measures, and puts the node's own kubelet back;
-the same command again uploads nothing. Then a controller SIGKILLed mid-upload: its partial
+empty folder, from a folder outside the repo. The smallest command that needs two builds,
+`regress --reference binary=v1.35.4 --candidate binary=v1.36.3` (`bisect --builds` with only
+two is refused: nothing to search between them; it places through the same pre-flight), places
+both (sha256 and --version checked on the node), measures, and puts the node's own kubelet
+back; the same command again uploads nothing. Then a controller SIGKILLed mid-upload: its partial
 file is never taken for a build, and the same command places the build whole.
 
 The builds are the lab's cached v1.35.4 and v1.36.3 kubelets (~/.cache/abtest; a missing one
@@ -37,7 +39,7 @@ NODE2_PROFILE = Path("/var/lib/abtest-lab/nodes/abtest-lab-2/profile.yaml")
 BUILDS = ("v1.35.4", "v1.36.3")
 PLAYBOOK = """\
 playbook: place-builds
-description: the smallest bisection that still measures (3 pods, one look at 2 blocks)
+description: the smallest gate that still measures (3 pods, one look at 2 blocks)
 catalog: lab
 design: baseline
 sizes: [3]
@@ -98,10 +100,10 @@ def remote(lab_up: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
             assert down.returncode == 0, down.stdout + down.stderr
 
 
-def _bisect(remote: dict[str, Any], db: str) -> list[str]:
+def _regress(remote: dict[str, Any], db: str) -> list[str]:
     return [
-        "bisect", "--builds", ",".join(BUILDS), "--playbook", "place.yaml",
-        "--profile", remote["profile"], "--db", db,
+        "regress", "--reference", f"binary={BUILDS[0]}", "--candidate", f"binary={BUILDS[1]}",
+        "--playbook", "place.yaml", "--profile", remote["profile"], "--db", db,
     ]  # fmt: skip
 
 
@@ -131,12 +133,12 @@ def _local_sha(name: str) -> str:
     return local_build(parse_build_name(name, "test"), "amd64", print).sha256
 
 
-def test_bisect_places_both_builds_then_uploads_nothing_again(remote: dict[str, Any]) -> None:
+def test_regress_places_both_builds_then_uploads_nothing_again(remote: dict[str, Any]) -> None:
     profile: NodeProfile = remote["loaded"]
     own = _node_sha(profile, profile.kubelet_binary_path)
     assert not remote["fresh"].exists()  # neither build is on the node
     started = time.monotonic()
-    first = _abtest(remote["cwd"], *_bisect(remote, "x.sqlite"))
+    first = _abtest(remote["cwd"], *_regress(remote, "x.sqlite"))
     out = first.stdout + first.stderr
     assert first.returncode in (0, 1, 3), out  # a verdict, whichever: not 2 or 4
     for build in BUILDS:
@@ -150,16 +152,16 @@ def test_bisect_places_both_builds_then_uploads_nothing_again(remote: dict[str, 
         assert entry["version"] == f"Kubernetes {build}"
     _own_kubelet_back(profile, own)
     when = {b: _placed_at(remote, b) for b in BUILDS}
-    print(f"first bisection with both placements: {time.monotonic() - started:.0f} s")
+    print(f"first regress with both placements: {time.monotonic() - started:.0f} s")
     started = time.monotonic()
-    again = _abtest(remote["cwd"], *_bisect(remote, "y.sqlite"))
+    again = _abtest(remote["cwd"], *_regress(remote, "y.sqlite"))
     out = again.stdout + again.stderr
     assert again.returncode in (0, 1, 3), out
     assert "placing kubelet" not in out, out
     assert "kubelet builds on abtest-lab-2 already: v1.35.4, v1.36.3" in out, out
     assert {b: _placed_at(remote, b) for b in BUILDS} == when  # the records untouched
     _own_kubelet_back(profile, own)
-    print(f"second bisection, nothing uploaded: {time.monotonic() - started:.0f} s")
+    print(f"second regress, nothing uploaded: {time.monotonic() - started:.0f} s")
 
 
 def test_a_kill_mid_upload_leaves_no_build_and_the_next_run_places_it_whole(
@@ -175,7 +177,7 @@ def test_a_kill_mid_upload_leaves_no_build_and_the_next_run_places_it_whole(
     started = time.monotonic()
     # small chunks: the upload takes long enough to be caught in the middle
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtest", *_bisect(remote, "k.sqlite")],
+        [sys.executable, "-m", "abtest", *_regress(remote, "k.sqlite")],
         cwd=cwd,
         env=_env(ABTEST_UPLOAD_CHUNK_KIB="256"),
         stdout=subprocess.DEVNULL,
@@ -196,7 +198,7 @@ def test_a_kill_mid_upload_leaves_no_build_and_the_next_run_places_it_whole(
     assert not (fresh / BUILDS[0] / "kubelet").exists()  # the partial file is no build
     entry = _listed(remote)[BUILDS[0]]
     assert entry["partial_upload"] and entry["sha256"] is None and entry["version"] is None
-    again = _abtest(cwd, *_bisect(remote, "k2.sqlite"))
+    again = _abtest(cwd, *_regress(remote, "k2.sqlite"))
     out = again.stdout + again.stderr
     assert again.returncode in (0, 1, 3), out
     assert f"placing kubelet {BUILDS[0]} on abtest-lab-2" in out, out
