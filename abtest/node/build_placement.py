@@ -190,7 +190,7 @@ def _verify(session: NodeSession, build: BuildName, binary: str, sha: str) -> No
 
 
 def _upload(session: NodeSession, local: Path, folder: str, upload: str) -> None:
-    chunk = int(os.environ.get("ABTEST_UPLOAD_CHUNK_KIB", "0") or 0) << 10 or CHUNK_BYTES
+    chunk = _chunk_bytes()
     sudo = session.profile.sudo
     first = True
     with local.open("rb") as source:
@@ -204,6 +204,18 @@ def _upload(session: NodeSession, local: Path, folder: str, upload: str) -> None
                 f"uploading to {upload}"
             )
             first = False
+
+
+def _chunk_bytes() -> int:
+    """The upload's chunk: ABTEST_UPLOAD_CHUNK_KIB (64-65536) when set, else 8 MiB."""
+    text = os.environ.get("ABTEST_UPLOAD_CHUNK_KIB", "").strip()
+    if not text:
+        return CHUNK_BYTES
+    if not text.isdigit() or not 64 <= int(text) <= 65536:
+        raise UserError(
+            f"{text[:20]!r} is not a chunk size", "ABTEST_UPLOAD_CHUNK_KIB", "64 to 65536 KiB"
+        )
+    return int(text) << 10
 
 
 def _user() -> str:

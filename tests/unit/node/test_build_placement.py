@@ -320,3 +320,13 @@ def test_only_a_dead_placements_lock_is_taken_over(
         [problem] = problems
         assert "node lock" in problem and "node restore" in problem
         assert not folder(profile).exists() and "sweep run-1" in host.lock_path.read_text()
+
+
+@pytest.mark.parametrize("value", ["abc", "8", "1e3", "100000"])
+def test_a_bad_chunk_size_is_one_line_before_any_upload(node, tmp_path, monkeypatch, value):
+    host, profile = node
+    monkeypatch.setenv("ABTEST_UPLOAD_CHUNK_KIB", value)
+    with pytest.raises(UserError, match="ABTEST_UPLOAD_CHUNK_KIB") as refused:
+        place_build(session(host, profile), BUILD, local(tmp_path, kubelet()), print)
+    assert len(refused.value.lines()) == 1
+    assert not (folder(profile) / UPLOAD_FILE).exists()
