@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from abtest.config import goarch
-from abtest.config.playbook import load_profile
+from abtest.config.playbook import NodeProfile, load_profile
 from abtest.errors import ConfigError, UserError
 
 BASE = "node_name: n\nssh: {host: h}\nkubelet: {config_path: /a, binary_path: /b%s}\n"
 
 
-def profile(tmp_path: Path, extra: str):
+def profile(tmp_path: Path, extra: str) -> NodeProfile:
     path = tmp_path / "p.yaml"
     path.write_text(BASE % extra)
     return load_profile(str(path))
@@ -56,10 +56,10 @@ def test_an_architecture_without_a_kubelet_is_refused_in_one_line() -> None:
     assert goarch.checked_goarch("arm64", "--goarch") == "arm64"
 
 
-def test_only_another_architecture_gets_its_own_cache_key(monkeypatch) -> None:
-    monkeypatch.setattr(goarch.platform, "machine", lambda: "x86_64")
+def test_only_another_architecture_gets_its_own_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
     assert goarch.native_goarch() == "amd64"
     assert goarch.cache_suffix(None) == goarch.cache_suffix("amd64") == ""
     assert goarch.cache_suffix("arm64") == "-arm64"
-    monkeypatch.setattr(goarch.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
     assert goarch.cache_suffix("arm64") == "" and goarch.cache_suffix("amd64") == "-amd64"

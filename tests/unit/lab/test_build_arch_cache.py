@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from abtest.config import goarch
 from abtest.config.build_names import parse_build_name
 from abtest.config.kubelet_series import load_series
 from abtest.errors import LabError
@@ -17,8 +16,8 @@ from abtest.lab import binaries, local_builds, patched_kubelets
 
 
 @pytest.fixture(autouse=True)
-def amd64_controller(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(goarch.platform, "machine", lambda: "x86_64")
+def amd64_controller(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
     monkeypatch.setenv("ABTEST_CACHE", str(tmp_path / "cache"))
 
 

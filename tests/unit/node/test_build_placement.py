@@ -8,11 +8,13 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from abtest.config.build_names import parse_build_name
+from abtest.config.build_names import BuildName, parse_build_name
 from abtest.config.domain import Arm
 from abtest.config.playbook import NodeProfile
 from abtest.engine import build_placing
@@ -32,6 +34,7 @@ from abtest.node.session import NodeSession
 from abtest.testing import FakeConnection, FakeHost
 
 BUILD = parse_build_name("v1.35.4", "test")
+Node = tuple[FakeHost, NodeProfile]
 
 
 def kubelet(version: str = "v1.35.4", pad: int = 300_000) -> bytes:
@@ -43,7 +46,7 @@ class Counting(FakeConnection):
     """The fake host's connection, counting upload commands; ``corrupt``: flip a byte of each
     upload chunk; ``die_after``: raise (a controller killed) after that many chunks."""
 
-    def __init__(self, host: FakeHost, corrupt: bool = False, die_after: int | None = None):
+    def __init__(self, host: FakeHost, corrupt: bool = False, die_after: int | None = None) -> None:
         super().__init__(host)
         self.uploads = 0
         self.corrupt, self.die_after = corrupt, die_after
@@ -66,7 +69,7 @@ class Counting(FakeConnection):
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> tuple[FakeHost, NodeProfile]:
+def node(tmp_path: Path) -> Node:
     host = FakeHost(tmp_path / "node")
     profile = dataclasses.replace(host.profile(), kubelet_builds_dir=str(tmp_path / "builds"))
     return host, profile
@@ -79,7 +82,9 @@ def local(tmp_path: Path, data: bytes) -> LocalFile:
     return LocalFile(path, hashlib.sha256(data).hexdigest())
 
 
-def session(host: FakeHost, profile: NodeProfile, conn: FakeConnection | None = None):
+def session(
+    host: FakeHost, profile: NodeProfile, conn: FakeConnection | None = None
+) -> NodeSession:
     return NodeSession(profile, connection=conn or FakeConnection(host))
 
 
@@ -88,7 +93,9 @@ def folder(profile: NodeProfile) -> Path:
     return Path(profile.kubelet_builds_dir) / "v1.35.4"
 
 
-def test_upload_renames_verifies_and_records(node, tmp_path, monkeypatch) -> None:
+def test_upload_renames_verifies_and_records(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     host, profile = node
     monkeypatch.setenv("ABTEST_UPLOAD_CHUNK_KIB", "64")
     data = kubelet()
@@ -110,7 +117,7 @@ def test_upload_renames_verifies_and_records(node, tmp_path, monkeypatch) -> Non
     assert listed.size == len(data)
 
 
-def test_a_build_already_there_is_not_uploaded_again(node, tmp_path) -> None:
+def test_a_build_already_there_is_not_uploaded_again(node: Node, tmp_path: Path) -> None:
     host, profile = node
     data = kubelet()
     assert place_build(session(host, profile), BUILD, local(tmp_path, data), lambda _: None)
@@ -119,7 +126,9 @@ def test_a_build_already_there_is_not_uploaded_again(node, tmp_path) -> None:
     assert conn.uploads == 0
 
 
-def test_a_corrupted_upload_is_refused_and_never_becomes_the_build(node, tmp_path) -> None:
+def test_a_corrupted_upload_is_refused_and_never_becomes_the_build(
+    node: Node, tmp_path: Path
+) -> None:
     host, profile = node
     with pytest.raises(NodeError, match="not the local build's"):
         place_build(
@@ -132,7 +141,7 @@ def test_a_corrupted_upload_is_refused_and_never_becomes_the_build(node, tmp_pat
 
 
 def test_a_kill_mid_upload_leaves_a_temp_file_never_taken_then_replaced(
-    node, tmp_path, monkeypatch
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host, profile = node
     monkeypatch.setenv("ABTEST_UPLOAD_CHUNK_KIB", "64")
@@ -157,7 +166,7 @@ def test_a_kill_mid_upload_leaves_a_temp_file_never_taken_then_replaced(
     assert not partial.exists()
 
 
-def test_a_differing_build_abtest_did_not_place_is_refused(node, tmp_path) -> None:
+def test_a_differing_build_abtest_did_not_place_is_refused(node: Node, tmp_path: Path) -> None:
     host, profile = node
     theirs = kubelet(pad=10)
     folder(profile).mkdir(parents=True)
@@ -171,7 +180,9 @@ def test_a_differing_build_abtest_did_not_place_is_refused(node, tmp_path) -> No
     assert not listed.placed_by_abtest
 
 
-def test_a_build_abtest_placed_is_replaced_by_a_newer_local_build(node, tmp_path) -> None:
+def test_a_build_abtest_placed_is_replaced_by_a_newer_local_build(
+    node: Node, tmp_path: Path
+) -> None:
     host, profile = node
     assert place_build(session(host, profile), BUILD, local(tmp_path, kubelet(pad=10)), print)
     newer = kubelet(pad=20)
@@ -179,13 +190,13 @@ def test_a_build_abtest_placed_is_replaced_by_a_newer_local_build(node, tmp_path
     assert (folder(profile) / "kubelet").read_bytes() == newer
 
 
-def test_a_build_saying_another_version_fails_the_placement(node, tmp_path) -> None:
+def test_a_build_saying_another_version_fails_the_placement(node: Node, tmp_path: Path) -> None:
     host, profile = node
     with pytest.raises(NodeError, match=r"not Kubernetes v1\.35\.4"):
         place_build(session(host, profile), BUILD, local(tmp_path, kubelet("v1.36.3")), print)
 
 
-def test_remove_takes_only_what_abtest_placed(node, tmp_path) -> None:
+def test_remove_takes_only_what_abtest_placed(node: Node, tmp_path: Path) -> None:
     host, profile = node
     other = parse_build_name("v1.36.3", "test")
     theirs = Path(profile.kubelet_builds_dir or "") / "v1.36.3"
@@ -209,7 +220,7 @@ def test_remove_takes_only_what_abtest_placed(node, tmp_path) -> None:
     assert not folder(profile).exists()
 
 
-def test_remove_refuses_the_running_kubelets_binary(node, tmp_path) -> None:
+def test_remove_refuses_the_running_kubelets_binary(node: Node, tmp_path: Path) -> None:
     host, profile = node
     assert place_build(session(host, profile), BUILD, local(tmp_path, kubelet()), print)
     own = folder(profile) / "kubelet"
@@ -219,8 +230,8 @@ def test_remove_refuses_the_running_kubelets_binary(node, tmp_path) -> None:
     assert own.exists()
 
 
-def fake_local(path: Path, data: bytes, calls: list[str]):
-    def local_build(build, goarch, say) -> LocalBuild:
+def fake_local(path: Path, data: bytes, calls: list[str]) -> Callable[..., LocalBuild]:
+    def local_build(build: BuildName, goarch: str | None, say: object) -> LocalBuild:
         calls.append(f"{build}/{goarch}")
         path.write_bytes(data)
         return LocalBuild(build, goarch, path, hashlib.sha256(data).hexdigest())
@@ -229,7 +240,7 @@ def fake_local(path: Path, data: bytes, calls: list[str]):
 
 
 def test_the_preflight_places_under_the_node_lock_for_the_nodes_arch(
-    node, tmp_path, monkeypatch
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host, profile = node
     calls: list[str] = []
@@ -238,7 +249,7 @@ def test_the_preflight_places_under_the_node_lock_for_the_nodes_arch(
     seen_lock: list[bool] = []
 
     class LockWatching(FakeConnection):
-        def run(self, argv, **kw):  # type: ignore[no-untyped-def]
+        def run(self, argv: list[str], **kw: Any) -> Result:
             if "abtest-upload" in argv[-1]:
                 seen_lock.append(host.lock_path.exists())
             return super().run(argv, **kw)
@@ -257,7 +268,7 @@ def test_the_preflight_places_under_the_node_lock_for_the_nodes_arch(
 
 
 def test_place_builds_false_places_nothing_and_the_preflight_says_how(
-    node, tmp_path, monkeypatch
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host, profile = node
     off = dataclasses.replace(profile, place_builds=False)
@@ -273,7 +284,9 @@ def test_place_builds_false_places_nothing_and_the_preflight_says_how(
     assert "set kubelet.place_builds" not in today
 
 
-def test_a_placement_refusal_is_one_preflight_problem(node, tmp_path, monkeypatch) -> None:
+def test_a_placement_refusal_is_one_preflight_problem(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     host, profile = node
     folder(profile).mkdir(parents=True)
     (folder(profile) / "kubelet").write_bytes(kubelet(pad=1))
@@ -301,7 +314,7 @@ def dead_lock(purpose: str) -> str:
     ("purpose", "taken"), [(build_placing.PURPOSE, True), ("sweep run-1", False)]
 )
 def test_only_a_dead_placements_lock_is_taken_over(
-    node, tmp_path, monkeypatch, purpose: str, taken: bool
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, purpose: str, taken: bool
 ) -> None:
     host, profile = node
     host.lock_path.write_text(dead_lock(purpose))
@@ -323,7 +336,9 @@ def test_only_a_dead_placements_lock_is_taken_over(
 
 
 @pytest.mark.parametrize("value", ["abc", "8", "1e3", "100000"])
-def test_a_bad_chunk_size_is_one_line_before_any_upload(node, tmp_path, monkeypatch, value):
+def test_a_bad_chunk_size_is_one_line_before_any_upload(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     host, profile = node
     monkeypatch.setenv("ABTEST_UPLOAD_CHUNK_KIB", value)
     with pytest.raises(UserError, match="ABTEST_UPLOAD_CHUNK_KIB") as refused:
