@@ -47,14 +47,16 @@ class LabBuilder:
 
 @dataclass(frozen=True)
 class PlacedBuilder:
-    """Another node: the builds are placed there already (the pre-flight reads each before the
-    first change and refuses one that is missing or that the skew policy does not allow)."""
+    """Another node: each step's pre-flight places the builds the node lacks (built here for
+    its architecture first when they are not cached; kubelet.place_builds), then reads each
+    before the first change and refuses one that is missing or that the skew policy does not
+    allow."""
 
     def check(self, builds: Sequence[BuildName]) -> None:
         return None
 
     def place(self, builds: Sequence[BuildName], say: Say) -> None:
-        say(f"using the placed builds {', '.join(b.name for b in builds)}")
+        say(f"the pre-flight places {', '.join(b.name for b in builds)} where the node lacks them")
 
 
 def lab_profile(builds_dir: str | None) -> bool:

@@ -86,6 +86,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "app",
         "The embedded lab: a real Kubernetes (one node, or up to 3) on this machine.",
     ),
+    "kubelets": LazyCommand(
+        "abtest.cli.kubelets",
+        "app",
+        "Kubelet builds for any node: build them here for its architecture, list what it "
+        "holds, remove what abtest placed.",
+    ),
     "node": LazyCommand(
         "abtest.cli.node",
         "app",

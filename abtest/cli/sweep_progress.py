@@ -103,6 +103,8 @@ class SweepDisplay:
             )
             if self.progress is not None:
                 self.progress.update(self.task, completed=self.done)
+        elif kind == "placement":
+            self._line(data["msg"])
         elif kind in ("arm_failed",):
             self._line(f"{data['node']}: arm {data['arm']} FAILED to apply: {data['reason']}")
         elif kind == "restore":

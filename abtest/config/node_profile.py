@@ -86,6 +86,9 @@ class NodeProfile:
     #: (``v1.36.3+agc``, placed in builds_dir): the node's kubelet for experiments, its
     #: own binary put back after each (None: the node's own binary)
     kubelet_build: str | None = None
+    #: abtest uploads a build an arm needs and the node lacks into builds_dir (``kubelet.
+    #: place_builds``, default true; false: the pre-flight refuses a missing build instead)
+    place_builds: bool = True
     #: ``ssh`` (the default) or ``pod``: a privileged pod pinned to the node (``pod``)
     transport: str = "ssh"
     pod: PodTarget | None = None
@@ -201,6 +204,7 @@ def _profile_sections(text: str, path: Path) -> _Sections:
             "pid_command",
             "builds_dir",
             "build",
+            "place_builds",
         }
     )
     commands = top.sub("commands")
@@ -300,6 +304,7 @@ def _profile_from(
         pid_command=kubelet.opt_text("pid_command"),
         kubelet_builds_dir=kubelet.opt_text("builds_dir"),
         kubelet_build=_build(kubelet),
+        place_builds=kubelet.flag("place_builds", default=True),
         stopped_sandboxes_command=commands.opt_text("stopped_sandboxes"),
         sandbox_remove_command=commands.opt_text("sandbox_remove"),
         runtime_handlers_command=commands.opt_text("runtime_handlers"),

@@ -108,6 +108,8 @@ def measure(
     def emit(kind: str, data: dict[str, Any]) -> None:
         if kind == "run" and not data.get("resumed"):
             started(str(data["run_id"]))
+        elif kind == "placement":
+            say(f"  {data['msg']}")
         elif kind == "round_done":
             s, r = data["slot"], data["result"]
             say(f"  block {s.block + 1} {s.arm} ({_build_of(plan, s.arm)}): {round_outcome(r)}")

@@ -13,6 +13,7 @@ from abtest.batch.record import record_round
 from abtest.batch.spec import RoundSpec
 from abtest.batch.template import arm_workload
 from abtest.cluster.client import Cluster
+from abtest.config.build_names import BuildName
 from abtest.config.domain import Arm, build_version_of
 from abtest.config.playbook import NodeProfile
 from abtest.engine.pod_arms import ArmRuntimeUnavailable, check_arm_runtime, round_verifier
@@ -99,6 +100,9 @@ class NodeSweep:
             namespace=self.plan.playbook.namespace,
             accept_new_host_key=self.opts.accept_new_host_key,
             pods=max(self.plan.schedule.sizes, default=0),
+            builds=tuple(a.kubelet for a in arms if isinstance(a.kubelet, BuildName)),
+            # what placing the arms' builds uploads (said by every command that sweeps)
+            say=lambda m: self.emit("placement", {"node": self.profile.node_name, "msg": m}),
             # a playbook's own template may request something else: only the shipped one's
             requests={}
             if self.plan.playbook.workload.template

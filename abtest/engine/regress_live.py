@@ -183,6 +183,8 @@ def run_live(
         if kind == "round_done":
             s, r = data["slot"], data["result"]
             say(f"block {s.block + 1} {s.arm} {s.size} pods: {round_outcome(r)}")
+        elif kind == "placement":
+            say(data["msg"])
         elif kind in ("arm_failed", "end"):
             say(f"{kind}: {data.get('reason') or data.get('status')}")
 

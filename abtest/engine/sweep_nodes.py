@@ -26,8 +26,10 @@ from abtest.cluster.namespaces import NamespaceNotOwned, check_owned, ensure_nam
 from abtest.cluster.nodes import node_allocatable, node_names, node_status
 from abtest.cluster.pods import count_pods, list_pods
 from abtest.cluster.runtimeclasses import runtime_class_handler
+from abtest.config.build_names import BuildName
 from abtest.config.domain import Scalar
 from abtest.config.playbook import NodeProfile
+from abtest.engine.build_placing import placement_problems
 from abtest.engine.round_fit import round_fit_problems
 from abtest.errors import ClusterError, NodeError
 from abtest.lab import api_proxy
@@ -63,6 +65,11 @@ class PreflightSpec:
     #: against the node's allocatable (0: not checked)
     pods: int = 0
     requests: Mapping[str, str] = field(default_factory=dict)
+    #: the builds the arms name: placed on the node first when the profile lets abtest
+    #: (kubelet.place_builds), under the node lock, before anything is read or changed
+    builds: tuple[BuildName, ...] = ()
+    #: where placement says what it uploads
+    say: Callable[[str], None] = print
 
 
 class ControllerTerms(TypedDict):
@@ -180,7 +187,9 @@ class RealNodes:
         return env | api_proxy.run_env(profile.kubeconfig, profile.node_name)
 
     def preflight(self, cluster: Cluster, spec: PreflightSpec, store: Store) -> list[str]:
-        """Every problem that stops this node from taking part; nothing is changed."""
+        """Every problem that stops this node from taking part; nothing is changed but the
+        builds placed (files in builds_dir, the kubelet untouched)."""
+        placed = placement_problems(spec.profile, spec.builds, spec.say, spec.accept_new_host_key)
         report = preflight_check(
             spec.profile,
             spec.settings,
@@ -188,7 +197,7 @@ class RealNodes:
             image=spec.image,
             accept_new_host_key=spec.accept_new_host_key,
         )
-        problems = [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
+        problems = placed + [f"{i.name}: {i.detail}" for i in report.items if not i.ok]
         namespace = spec.namespace
         if spec.binaries:
             with NodeSession(spec.profile) as session:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abtest.config.domain import Release
+from abtest.config.goarch import cache_suffix
 from abtest.errors import LabError
 from abtest.lab.build_lock import build_lock
 from abtest.lab.build_progress import BuildProgress
@@ -117,6 +118,8 @@ class BinarySet:
     directory: Path
     release: Release
     names: tuple[str, ...] = ALL_NAMES
+    #: the GOARCH the set is built for (None: the controller's own)
+    goarch: str | None = None
 
     def path(self, name: str) -> Path:
         if name in KUBE_COMMANDS:
@@ -133,8 +136,16 @@ def cache_root() -> Path:
     return (Path(base) if base else Path.home() / ".cache") / "abtest"
 
 
-def binary_set(release: Release = DEFAULT_RELEASE, names: Sequence[str] = ALL_NAMES) -> BinarySet:
-    return BinarySet(cache_root() / "bin" / f"k8s-{release.version}_r3", release, tuple(names))
+def binary_set(
+    release: Release = DEFAULT_RELEASE,
+    names: Sequence[str] = ALL_NAMES,
+    goarch: str | None = None,
+) -> BinarySet:
+    """A release's binaries in the cache, for ``goarch`` (None or the controller's own: the
+    directory every earlier build used; another: its own directory, ``..._r3-arm64``)."""
+    suffix = cache_suffix(goarch)
+    directory = cache_root() / "bin" / f"k8s-{release.version}_r3{suffix}"
+    return BinarySet(directory, release, tuple(names), goarch if suffix else None)
 
 
 def ensure_binaries(
@@ -142,13 +153,16 @@ def ensure_binaries(
     live: bool | None = None,
     release: Release = DEFAULT_RELEASE,
     names: Sequence[str] = ALL_NAMES,
+    goarch: str | None = None,
 ) -> BinarySet:
     """Build whatever is missing from the cache; a no-op when everything is there.
 
     A first build takes many minutes: each step shows its elapsed time and an estimate of the
     rest (live on a terminal, a line every half minute otherwise; ``live`` forces either),
     and the end says what was built and where it is cached."""
-    bins = binary_set(release, names)
+    bins = binary_set(release, names, goarch)
+    if bins.goarch is not None and set(names) - set(KUBE_COMMANDS):
+        raise LabError(f"only Kubernetes commands are built for another GOARCH ({bins.goarch})")
     if not bins.missing():
         return bins
     if shutil.which("go") is None:
@@ -198,6 +212,7 @@ def _build_missing(
                     bins.path(name),
                     progress,
                     ldflags(release),
+                    goarch=bins.goarch,
                 )
         if "etcd" in missing:
             with progress.step("etcd"):
@@ -294,8 +309,12 @@ def build_dir(name: str) -> Path:
     return path
 
 
-def run_go(args: list[str], cwd: Path, progress: BuildProgress) -> str:
+def run_go(args: list[str], cwd: Path, progress: BuildProgress, goarch: str | None = None) -> str:
+    """Run ``go`` with cgo off (static binaries, and what lets an amd64 controller build an
+    arm64 kubelet with no C cross-compiler); ``goarch``: build for that architecture."""
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    if goarch is not None:
+        env["GOARCH"] = goarch
     code, output = progress.call(["go", *args], cwd, env)
     if code != 0:
         tail = "\n".join(output.strip().splitlines()[-15:])
@@ -378,7 +397,8 @@ def go_build(
     progress: BuildProgress,
     flags: str = "-s -w",
     tags: str = "",
+    goarch: str | None = None,
 ) -> None:
     tmp = out.with_suffix(".tmp")
-    run_go(go_build_args(package, tmp, flags, tags), workdir, progress)
+    run_go(go_build_args(package, tmp, flags, tags), workdir, progress, goarch)
     tmp.replace(out)

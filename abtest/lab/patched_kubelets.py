@@ -26,6 +26,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from abtest.config.goarch import cache_suffix
 from abtest.config.kubelet_series import PatchSeries, checked_again, gate_clashes, upstream_gates
 from abtest.config.series_patches import Patch
 from abtest.errors import LabError, UserError
@@ -49,33 +50,42 @@ def build_name(series: PatchSeries) -> str:
     return f"{series.release}+{series.name}"
 
 
-def cached_dir(series: PatchSeries) -> Path:
-    """Where this exact series' kubelet is cached: by build name and content digest."""
-    return cache_root() / "bin" / f"kubelet-{build_name(series)}-{series.digest[:16]}"
+def cached_dir(series: PatchSeries, goarch: str | None = None) -> Path:
+    """Where this exact series' kubelet is cached: by build name and content digest (and the
+    GOARCH when it is not the controller's own: :func:`abtest.config.goarch.cache_suffix`)."""
+    key = f"kubelet-{build_name(series)}-{series.digest[:16]}{cache_suffix(goarch)}"
+    return cache_root() / "bin" / key
 
 
-def is_built(series: PatchSeries) -> bool:
-    d = cached_dir(series)
+def is_built(series: PatchSeries, goarch: str | None = None) -> bool:
+    d = cached_dir(series, goarch)
     return os.access(d / "kubelet", os.X_OK) and (d / SOURCE_FILE).is_file()
 
 
 def ensure_patched_kubelet(
-    series: PatchSeries, say: Callable[[str], None] = print, live: bool | None = None
+    series: PatchSeries,
+    say: Callable[[str], None] = print,
+    live: bool | None = None,
+    goarch: str | None = None,
 ) -> Path:
     """The cached directory holding this series' kubelet and source.json (built if missing)."""
-    out = cached_dir(series)
-    if is_built(series):
+    out = cached_dir(series, goarch)
+    if is_built(series, goarch):
         return out
     if shutil.which("go") is None or shutil.which("git") is None:
         raise LabError("building a patched kubelet needs Go (>= 1.24) and git on this machine")
     with build_lock(cache_root(), say):
-        if not is_built(series):  # again: the build waited for may have made it
-            _build_patched(series, out, say, live)
+        if not is_built(series, goarch):  # again: the build waited for may have made it
+            _build_patched(series, out, say, live, goarch if cache_suffix(goarch) else None)
     return out
 
 
 def _build_patched(
-    series: PatchSeries, out: Path, say: Callable[[str], None], live: bool | None
+    series: PatchSeries,
+    out: Path,
+    say: Callable[[str], None],
+    live: bool | None,
+    goarch: str | None = None,
 ) -> None:
     name = build_name(series)
     say(f"building kubelet {name} ({len(series.patches)} patches) into {out}")
@@ -91,6 +101,7 @@ def _build_patched(
                 out / "kubelet",
                 progress,
                 ldflags(series.release, name),
+                goarch=goarch,
             )
     record = {"build": name, **series.to_dict(), "go": _go_version()}
     tmp = out / f".{SOURCE_FILE}.tmp"

@@ -120,6 +120,11 @@ def arm_problems(
                 and profile.kubelet_builds_dir
                 and profile.kubelet_builds_dir.startswith("/var/lib/abtest-lab/")
                 else "copy an executable kubelet there"
+                + (
+                    ", or set kubelet.place_builds: true in the profile and abtest uploads it"
+                    if isinstance(arm.kubelet, BuildName) and not profile.place_builds
+                    else ""
+                )
             )
             problems.append(
                 f"arm {arm.name}: kubelet build {arm.kubelet} ({path}) does not exist on "

@@ -36,6 +36,7 @@ from abtest.errors import ClusterError, NodeError
 from abtest.node import session as session_mod
 from abtest.node.connection import Result
 from abtest.node.session import STOP_COMMANDS_AT_ONCE, split_ids
+from abtest.process import stop as stopping
 from abtest.testing import FakePods
 
 # --- the API side: events as of one resourceVersion ------------------------------------------
@@ -374,7 +375,7 @@ def test_the_first_create_waits_a_random_part_of_the_width_after_the_watch_opens
     fake_round: EventPods, width: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(start_phase.stopping, "sleep", slept.append)
+    monkeypatch.setattr(stopping, "sleep", slept.append)
     result = _run(fake_round, width)
     before = [p.part for p in result.gap_parts if p.phase == BEFORE and p.summed]
     if width:
@@ -388,7 +389,7 @@ def test_the_first_create_waits_a_random_part_of_the_width_after_the_watch_opens
 def test_the_start_delays_are_uniform_over_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """Uniform over a whole relist period makes the batch's phase of the tick uniform, whatever
     the kubelet's own phase: (offset + delay) mod 1 for a fixed offset is uniform too."""
-    monkeypatch.setattr(start_phase.stopping, "sleep", lambda _: None)
+    monkeypatch.setattr(stopping, "sleep", lambda _: None)
     delays = np.array([start_phase.wait_random_phase(1.0) for _ in range(4000)])
     assert delays.min() >= 0.0 and delays.max() < 1.0
     # a fixed or narrow delay (the defect this prevents) fails both at p < 1e-6

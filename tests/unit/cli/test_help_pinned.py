@@ -18,6 +18,8 @@ COMMANDS = [
     *[["lab", c] for c in ("up", "status", "kubelets", "down")],
     *[["node", c] for c in ("check", "show", "apply", "restore")],
     *[["runs", c] for c in ("show", "export", "import")],
+    ["kubelets"],
+    *[["kubelets", c] for c in ("build", "list", "remove")],
 ]
 # one interpreter for all of them (a start-up each would cost the fast tier seconds)
 PROBE = (

@@ -133,7 +133,9 @@ def test_resume_plan_check_accepts_the_same_plan_rebuilt(store: Store) -> None:
 def test_a_run_from_before_the_random_start_resumes_without_it(store: Store) -> None:
     """Its first rounds started at once after the watch: so do the rest (one method per run)."""
     old = _plan().to_dict()
-    del old["generator"]["start_dither_s"]
+    generator = old["generator"]
+    assert isinstance(generator, dict)
+    del generator["start_dither_s"]
     run_id = new_run(store, "sweep", command="test", node_name=NODE, plan=old)
     resumed = resume_plan_check(store, run_id, _plan())
     assert _plan().playbook.generator.start_dither_s == 1.0
