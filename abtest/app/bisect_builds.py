@@ -132,19 +132,19 @@ def served_builds(good: BuildName, bad: BuildName) -> list[BuildName]:
 
 
 def checked_range(builds: list[BuildName]) -> list[BuildName]:
-    """The range if it can be bisected: each build once, and one at least between the ends
-    (the rule a stored bisection's range is held to as well)."""
+    """The range if it can be bisected: each build once, a good and a bad end (the rule a
+    stored bisection's range is held to as well). Two builds are a range with nothing between
+    its ends: confirmed slower, the bad end is the first bad build, with no search."""
     names = [b.name for b in builds]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise UserError(f"build {twice} is in the range twice", "--builds", "name each once")
-    if len(builds) < 3:
+    if len(builds) < 2:
         which = " and ".join(names) or "nothing"
         raise UserError(
-            f"the range holds {len(builds)} build(s) ({which}): no build between the ends to "
-            "search",
+            f"the range holds {len(builds)} build(s) ({which}): a bisection needs a good end "
+            "and a bad end",
             "abtest bisect",
-            "for two builds, `abtest regress --reference binary=A --candidate binary=B` answers"
-            " which is slower; widen the range for a bisection",
+            "name at least two builds, the good one first",
         )
     return builds

@@ -63,6 +63,19 @@ def test_ends_that_do_not_differ_stop_the_search(tmp_path: Path) -> None:
     assert len(model.steps) == 1 and set(builder.placed) == {DEMO[0], DEMO[4]}
 
 
+def test_two_builds_confirmed_name_the_bad_end_without_a_search(tmp_path: Path) -> None:
+    """Nothing lies between the ends: the confirmation is the whole bisection."""
+    node = FakeNode("n1")
+    ends = [DEMO[0], DEMO[4]]
+    req = BisectRequest(builds=tuple(ends))
+    model, builder = _run(tmp_path, SteppedKit(node, ends, ends[1], 0.3), node, req)
+    node.verify()
+    c = model.conclusion
+    assert (c.verdict, c.culprit, exit_code(model)) == ("CULPRIT", ends[1], 0)
+    assert [s.outcome for s in model.steps] == ["FAIL"] and set(builder.placed) == set(ends)
+    assert c.step is not None and c.step.lo is not None and c.step.lo > 10  # the ends' step
+
+
 class StopsAt(SteppedKit):
     """Fails the node at the ``stop``-th round (a lost node), once."""
 
