@@ -9,6 +9,7 @@ and size) are what a connection answers.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -105,3 +106,40 @@ class Connection(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Commands:
+    """:meth:`Connection.run` and :meth:`Connection.run_shell` for a connection class, which
+    supplies :meth:`execute`: the argv is checked here (never shell syntax), the shell line
+    runs as ``sh -c`` with the line itself as what messages show."""
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        sudo: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stdin: bytes | None = None,
+    ) -> Result:
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        if any("\x00" in a for a in argv):
+            raise ValueError("an argument contains a NUL byte")
+        return self.execute(argv, shlex.join(argv), sudo=sudo, timeout=timeout, stdin=stdin)
+
+    def run_shell(
+        self,
+        command: str,
+        *,
+        sudo: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stdin: bytes | None = None,
+    ) -> Result:
+        argv = ["sh", "-c", command]
+        return self.execute(argv, command, sudo=sudo, timeout=timeout, stdin=stdin)
+
+    def execute(
+        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
+    ) -> Result:
+        """Run ``argv`` (checked, or ``sh -c`` and a trusted line); ``shown`` names it."""
+        raise NotImplementedError

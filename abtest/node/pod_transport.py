@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shlex
 import socket
 import threading
 import time
@@ -44,7 +43,7 @@ from abtest.cluster.node_pods import (
 from abtest.cluster.nodes import node_names
 from abtest.config.pod_transport import PodTarget
 from abtest.errors import ClusterError, NodeError, UserError
-from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
+from abtest.node.connection import DEFAULT_TIMEOUT_S, Commands, FileStat, Result
 from abtest.node.lock import process_start
 from abtest.process.closing import Closing
 
@@ -98,7 +97,7 @@ def controller_gone(annotation: str) -> bool:
     return process_start(pid) != parts[2]
 
 
-class PodConnection(Closing):
+class PodConnection(Commands, Closing):
     """A lazy connection to a node through a privileged pod (created on first use)."""
 
     def __init__(
@@ -248,33 +247,10 @@ class PodConnection(Closing):
 
     # --- commands ---------------------------------------------------------------------
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
+    def execute(
+        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
     ) -> Result:
-        """Run one program with arguments on the host (root, so ``sudo`` changes nothing)."""
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
-        if any("\x00" in a for a in argv):
-            raise ValueError("an argument contains a NUL byte")
-        return self._exec(argv, shlex.join(argv), timeout, stdin)
-
-    def run_shell(
-        self,
-        command: str,
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
-    ) -> Result:
-        """Run a trusted command line (from the profile) through the host's ``sh -c``."""
-        return self._exec(["sh", "-c", command], command, timeout, stdin)
-
-    def _exec(self, argv: list[str], shown: str, timeout: float, stdin: bytes | None) -> Result:
+        """One program on the host, as root (so ``sudo`` changes nothing)."""
         pod = self.open()
         try:
             out = self._exec_retrying(pod, [*NSENTER, *argv], stdin, timeout)

@@ -32,7 +32,7 @@ import paramiko
 from abtest.config.full_match import whole
 from abtest.config.playbook import SSHTarget
 from abtest.errors import HostKeyError, NodeError
-from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
+from abtest.node.connection import Commands, FileStat, Result
 from abtest.node.ssh_config import Endpoint, load_known_hosts, resolve
 from abtest.process.closing import Closing
 
@@ -84,7 +84,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         log.warning("accepted new host key for %s (%s) into %s", hostname, fingerprint, path)
 
 
-class Connection(Closing):
+class Connection(Commands, Closing):
     """A lazy SSH connection to one node (connects on first use; ``with`` closes it)."""
 
     def __init__(
@@ -215,38 +215,14 @@ class Connection(Closing):
 
     # --- commands ---------------------------------------------------------------------
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
+    def execute(
+        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
     ) -> Result:
-        """Run one program with arguments; every argument is shell-quoted."""
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
-        for a in argv:
-            if "\x00" in a:
-                raise ValueError("an argument contains a NUL byte")
+        """One command line: every argument shell-quoted, behind ``sudo -n`` if asked."""
         command = shlex.join(argv)
         if sudo:
             command = "sudo -n -- " + command
         return self._exec(command, timeout, stdin)
-
-    def run_shell(
-        self,
-        command: str,
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
-    ) -> Result:
-        """Run a trusted command line (from the profile) through ``sh -c``."""
-        full = shlex.join(["sh", "-c", command])
-        if sudo:
-            full = "sudo -n -- " + full
-        return self._exec(full, timeout, stdin)
 
     def _exec(self, command: str, timeout: float, stdin: bytes | None) -> Result:
         client = self.open()

@@ -45,7 +45,7 @@ from kubernetes.client.exceptions import ApiException
 
 from abtest.config.playbook import NodeProfile, SSHTarget, load_profile
 from abtest.errors import NodeError
-from abtest.node.connection import DEFAULT_TIMEOUT_S, FileStat, Result
+from abtest.node.connection import Commands, FileStat, Result
 from abtest.node.control import NodeController
 from abtest.node.session import NodeSession
 from abtest.store.db import Store
@@ -253,7 +253,7 @@ class FakeEndpoint:
         return self.alias
 
 
-class FakeConnection:
+class FakeConnection(Commands):
     """A :class:`~abtest.node.connection.Connection` to the fake host: the fake's own
     answers, else the command runs here for real (no sudo: the test owns the files)."""
 
@@ -265,13 +265,8 @@ class FakeConnection:
     def connected(self) -> bool:
         return True
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
+    def execute(
+        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
     ) -> Result:
         scripted = self.host.answer(argv)
         if scripted is not None:
@@ -279,16 +274,6 @@ class FakeConnection:
         proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
         out = proc.stdout.decode("utf-8", "replace")
         return Result(shlex.join(argv), proc.returncode, out, proc.stderr.decode(), proc.stdout)
-
-    def run_shell(
-        self,
-        command: str,
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
-    ) -> Result:
-        return self.run(["sh", "-c", command], sudo=sudo, timeout=timeout, stdin=stdin)
 
     def read_bytes(self, path: str, *, sudo: bool = False) -> bytes:
         try:
