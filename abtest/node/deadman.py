@@ -27,17 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from abtest.cluster.client import Cluster
-from abtest.cluster.nodes import node_status
 from abtest.config.playbook import NodeProfile
-from abtest.errors import ClusterError, NodeError
+from abtest.errors import NodeError
 from abtest.node.connection import Connection
 from abtest.node.health import (
+    BeforeRestart,
     Expectation,
     HealthFailed,
     HealthReport,
     HealthWaiter,
-    healthz_url,
-    node_clock,
 )
 from abtest.node.session import NodeSession
 from abtest.process.stop import SignalGuard, sleep
@@ -197,13 +195,7 @@ def restart_and_wait(
     progress: Callable[[str], None],
 ) -> tuple[HealthReport, float]:
     """:func:`abtest.node.restart.restart_and_wait` for a node reached through a pod."""
-    url = healthz_url(profile, config_text)
-    try:
-        hb = node_status(cluster, profile.node_name).heartbeat
-        heartbeat_before = hb.timestamp() if hb else None
-    except ClusterError:
-        heartbeat_before = None
-    wall = node_clock(session)
+    before = BeforeRestart.read(session, cluster, profile, config_text)
     with guard.shield():  # never a restart without its timer, nor a timer left unstarted
         timer = arm(session)
         progress(
@@ -215,12 +207,7 @@ def restart_and_wait(
     restart_s = time.monotonic() - mono
     try:
         report = HealthWaiter(session, cluster, profile).wait(
-            expectations,
-            url=url,
-            restarted_mono=mono,
-            restarted_wall=wall,
-            heartbeat_before=heartbeat_before,
-            timeout=timeout,
+            expectations, before, restarted_mono=mono, timeout=timeout
         )
     except HealthFailed:
         progress("restart not verified; the dead-man timer puts the originals back by itself")
@@ -228,11 +215,7 @@ def restart_and_wait(
         raise
     with guard.shield():
         disarm(session, timer)
-    progress(
-        f"healthy: healthz {report.healthz_s:.2f} s, Ready {report.ready_s:.2f} s, "
-        f"verified {report.verified_s:.2f} s after the restart (through the API server); "
-        "timer disarmed"
-    )
+    progress(f"healthy: {report.timings()} (through the API server); timer disarmed")
     return report, restart_s
 
 

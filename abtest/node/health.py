@@ -77,6 +77,13 @@ class HealthReport:
             "messages": self.messages,
         }
 
+    def timings(self) -> str:
+        """The three stages' times, for the progress line of a verified restart."""
+        return (
+            f"healthz {self.healthz_s:.2f} s, Ready {self.ready_s:.2f} s, "
+            f"verified {self.verified_s:.2f} s after the restart"
+        )
+
 
 class HealthFailed(NodeError):
     """A health stage did not pass before the deadline."""
@@ -308,6 +315,29 @@ def node_clock(session: NodeSession) -> float | None:
     return parse_clock(res.stdout) if res.ok else None
 
 
+@dataclass(frozen=True)
+class BeforeRestart:
+    """What the stages are judged against, read *before* the restart command is sent: the
+    healthz URL, the Ready heartbeat the API server has now and the node's own clock
+    (:func:`node_clock`; the heartbeat is stamped by that clock, never judged by ours).
+    None where it could not be read."""
+
+    url: str
+    heartbeat: float | None
+    node_wall: float | None
+
+    @classmethod
+    def read(
+        cls, session: NodeSession, cluster: Cluster, profile: NodeProfile, config_text: str
+    ) -> BeforeRestart:
+        try:
+            hb = node_status(cluster, profile.node_name).heartbeat
+            heartbeat = hb.timestamp() if hb else None
+        except ClusterError:
+            heartbeat = None
+        return cls(healthz_url(profile, config_text), heartbeat, node_clock(session))
+
+
 class HealthWaiter:
     """Waits for the three stages after one restart."""
 
@@ -343,15 +373,15 @@ class HealthWaiter:
     def wait(
         self,
         expectations: list[Expectation],
+        before: BeforeRestart,
         *,
-        url: str,
         restarted_mono: float,
-        restarted_wall: float | None,
-        heartbeat_before: float | None,
         timeout: float,
     ) -> HealthReport:
-        """``restarted_wall``: the *node's* clock at the restart (:func:`node_clock`; None
-        if unknown); ``heartbeat_before``: the Ready heartbeat seen before the restart."""
+        """``before``: read just before the restart command was sent; ``restarted_mono``:
+        this machine's monotonic clock when it was sent."""
+        url = before.url
+        restarted_wall, heartbeat_before = before.node_wall, before.heartbeat
         report = HealthReport()
         deadline = restarted_mono + timeout
 

@@ -11,11 +11,9 @@ import time
 from collections.abc import Callable
 
 from abtest.cluster.client import Cluster
-from abtest.cluster.nodes import node_status
 from abtest.config.playbook import NodeProfile
-from abtest.errors import ClusterError
 from abtest.node import deadman
-from abtest.node.health import Expectation, HealthReport, HealthWaiter, healthz_url, node_clock
+from abtest.node.health import BeforeRestart, Expectation, HealthReport, HealthWaiter
 from abtest.node.session import NodeSession
 from abtest.process.stop import SignalGuard
 
@@ -45,13 +43,7 @@ def restart_and_wait(
             timeout=timeout,
             progress=progress,
         )
-    url = healthz_url(profile, config_text)
-    try:
-        hb = node_status(cluster, profile.node_name).heartbeat
-        heartbeat_before = hb.timestamp() if hb else None
-    except ClusterError:
-        heartbeat_before = None
-    wall = node_clock(session)
+    before = BeforeRestart.read(session, cluster, profile, config_text)
     progress(f"restarting the kubelet ({profile.restart_command})")
     mono = time.monotonic()
     with guard.shield():  # never leave a half-run restart behind; signals wait
@@ -59,15 +51,7 @@ def restart_and_wait(
         res.check("the kubelet restart command")
     restart_s = time.monotonic() - mono
     report = HealthWaiter(session, cluster, profile).wait(
-        expectations,
-        url=url,
-        restarted_mono=mono,
-        restarted_wall=wall,
-        heartbeat_before=heartbeat_before,
-        timeout=timeout,
+        expectations, before, restarted_mono=mono, timeout=timeout
     )
-    progress(
-        f"healthy: healthz {report.healthz_s:.2f} s, Ready {report.ready_s:.2f} s, "
-        f"verified {report.verified_s:.2f} s after the restart"
-    )
+    progress(f"healthy: {report.timings()}")
     return report, restart_s

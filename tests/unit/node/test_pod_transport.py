@@ -18,7 +18,7 @@ from abtest.cluster import node_pods
 from abtest.cluster.node_pods import ExecCut, ExecOutcome, ExecTimeout, PodSpec
 from abtest.config.playbook import load_profile
 from abtest.errors import ClusterError, ConfigError, NodeError, UserError
-from abtest.node import deadman, pod_transport
+from abtest.node import deadman, health, pod_transport
 from abtest.node.connection import Connection
 from abtest.node.pod_transport import NSENTER, PodConnection, controller_id
 
@@ -382,8 +382,8 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
     profile = load_profile(str(path))
     done: list[str] = []
     timer = deadman.Timer(7, "/x.disarm", "/x.fired", time.monotonic(), 0.0)
-    monkeypatch.setattr(deadman, "node_status", lambda *a: (_ for _ in ()).throw(ClusterError()))
-    monkeypatch.setattr(deadman, "node_clock", lambda s: 1.0)
+    monkeypatch.setattr(health, "node_status", lambda *a: (_ for _ in ()).throw(ClusterError()))
+    monkeypatch.setattr(health, "node_clock", lambda s: 1.0)
 
     def arm(session: Any) -> deadman.Timer:
         done.append("arm")
