@@ -11,6 +11,7 @@ from abtest.analysis.report_model import ReportModel
 
 if TYPE_CHECKING:  # the types the model holds; the renderers call no statistics
     from abtest.stats.phases import ItemChange
+    from abtest.stats.twoway import TwoWay
 
 
 def _ci(prefix: str, ci: tuple[float, float] | None) -> dict[str, float | None]:
@@ -20,18 +21,16 @@ def _ci(prefix: str, ci: tuple[float, float] | None) -> dict[str, float | None]:
 
 def reference_frames(model: ReportModel) -> dict[str, pd.DataFrame]:
     """File stem -> frame; empty frames are dropped by the caller."""
+    t = model.two_way
     return {
-        "two_way": pd.DataFrame(_cells(model)),
-        "two_way_savings": pd.DataFrame(_savings(model)),
-        "two_way_interaction": pd.DataFrame(_interactions(model)),
+        "two_way": pd.DataFrame(_cells(t) if t else []),
+        "two_way_savings": pd.DataFrame(_savings(t) if t else []),
+        "two_way_interaction": pd.DataFrame(_interactions(t) if t else []),
         "where_time_went": pd.DataFrame(_time_went(model)),
     }
 
 
-def _cells(model: ReportModel) -> list[dict[str, Any]]:
-    t = model.two_way
-    if t is None:
-        return []
+def _cells(t: TwoWay) -> list[dict[str, Any]]:
     return [
         {
             "metric": t.metric,
@@ -49,10 +48,7 @@ def _cells(model: ReportModel) -> list[dict[str, Any]]:
     ]
 
 
-def _savings(model: ReportModel) -> list[dict[str, Any]]:
-    t = model.two_way
-    if t is None:
-        return []
+def _savings(t: TwoWay) -> list[dict[str, Any]]:
     return [
         {
             "metric": c.metric,
@@ -77,10 +73,7 @@ def _savings(model: ReportModel) -> list[dict[str, Any]]:
     ]
 
 
-def _interactions(model: ReportModel) -> list[dict[str, Any]]:
-    t = model.two_way
-    if t is None:
-        return []
+def _interactions(t: TwoWay) -> list[dict[str, Any]]:
     return [
         {
             "metric": t.metric,
