@@ -20,36 +20,19 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def batch(
     profile: o.Profile,
-    pods: Annotated[
-        int, typer.Option("--pods", callback=o.in_range(num.SIZE), help="Pods in the batch.")
-    ],
+    pods: Annotated[int, o.ranged("--pods", num.SIZE, "Pods in the batch.")],
     qps: Annotated[
-        float | None,
-        typer.Option(
-            "--qps", callback=o.in_range(num.QPS), help="Target creates/s (default 1000)."
-        ),
+        float | None, o.ranged("--qps", num.QPS, "Target creates/s (default 1000).")
     ] = None,
     concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            callback=o.in_range(num.CONCURRENCY),
-            help="Max creates in flight (150).",
-        ),
+        int | None, o.ranged("--concurrency", num.CONCURRENCY, "Max creates in flight (150).")
     ] = None,
     timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout", callback=o.in_range(num.TIMEOUT_S), help="Round timeout, s (300)."
-        ),
+        float | None, o.ranged("--timeout", num.TIMEOUT_S, "Round timeout, s (300).")
     ] = None,
     observe: Annotated[
         float | None,
-        typer.Option(
-            "--observe",
-            callback=o.in_range(num.OBSERVE_S),
-            help="Keep watching after the last Ready, s (10).",
-        ),
+        o.ranged("--observe", num.OBSERVE_S, "Keep watching after the last Ready, s (10)."),
     ] = None,
     playbook: Annotated[
         str | None,

@@ -53,17 +53,14 @@ def bisect(
         ),
     ] = None,
     size: Annotated[
-        int | None,
-        typer.Option(
-            "--size", callback=o.in_range(num.SIZE), help="Pods per batch; one of the playbook's."
-        ),
+        int | None, o.ranged("--size", num.SIZE, "Pods per batch; one of the playbook's.")
     ] = None,
     max_blocks: Annotated[
         int | None,
-        typer.Option(
+        o.ranged(
             "--max-blocks",
-            callback=o.in_range(num.MAX_ROUNDS),
-            help="Cap on blocks per step (default: the playbook's max_rounds).",
+            num.MAX_ROUNDS,
+            "Cap on blocks per step (default: the playbook's max_rounds).",
         ),
     ] = None,
     margin: o.Margin = None,

@@ -56,10 +56,8 @@ def gates(
     ] = False,
     max_rounds: Annotated[
         int | None,
-        typer.Option(
-            "--max-rounds",
-            callback=o.in_range(num.MAX_ROUNDS),
-            help="With --until-resolved: the most blocks (default 3 x).",
+        o.ranged(
+            "--max-rounds", num.MAX_ROUNDS, "With --until-resolved: the most blocks (default 3 x)."
         ),
     ] = None,
     precision: Annotated[

@@ -39,11 +39,7 @@ Sets = Annotated[
 ]
 Timeout = Annotated[
     float | None,
-    typer.Option(
-        "--timeout",
-        callback=o.in_range(num.HEALTH_TIMEOUT_S),
-        help="Seconds for restart to healthy (profile: 120).",
-    ),
+    o.ranged("--timeout", num.HEALTH_TIMEOUT_S, "Seconds for restart to healthy (profile: 120)."),
 ]
 
 

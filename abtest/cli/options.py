@@ -55,6 +55,11 @@ def in_range(rng: num.Range) -> Callable[[typer.CallbackParam, N | None], N | No
     return check
 
 
+def ranged(flag: str, rng: num.Range, help: str) -> Any:
+    """A number option checked by :func:`in_range`, for ``Annotated[int | None, ...]``."""
+    return typer.Option(flag, callback=in_range(rng), help=help)
+
+
 # --- results and output ----------------------------------------------------------------
 DB_FLAG = "--db"  # named in errors about the database a command was given
 Db = Annotated[
@@ -144,10 +149,7 @@ Attribution = Annotated[
     typer.Option("--attribution", help="Also all-on-minus-one arms (per-gate attribution)."),
 ]
 Rounds = Annotated[
-    int | None,
-    typer.Option(
-        "--rounds", callback=in_range(num.ROUNDS), help="Blocks (each visits every arm once)."
-    ),
+    int | None, ranged("--rounds", num.ROUNDS, "Blocks (each visits every arm once).")
 ]
 Sizes = Annotated[
     str | None, typer.Option("--sizes", help="Batch sizes, comma-separated, e.g. 50,100,150.")
@@ -156,21 +158,10 @@ Margin = Annotated[
     float | None,
     typer.Option("--margin", help="Allowed slowdown in percent, 0 to 100; default: playbook's."),
 ]
-Seed = Annotated[
-    int | None,
-    typer.Option("--seed", callback=in_range(num.SEED), help="Seed of the randomized block order."),
-]
-Qps = Annotated[
-    float | None,
-    typer.Option("--qps", callback=in_range(num.QPS), help="Target create requests per second."),
-]
+Seed = Annotated[int | None, ranged("--seed", num.SEED, "Seed of the randomized block order.")]
+Qps = Annotated[float | None, ranged("--qps", num.QPS, "Target create requests per second.")]
 Concurrency = Annotated[
-    int | None,
-    typer.Option(
-        "--concurrency",
-        callback=in_range(num.CONCURRENCY),
-        help="At most this many creates in flight.",
-    ),
+    int | None, ranged("--concurrency", num.CONCURRENCY, "At most this many creates in flight.")
 ]
 
 

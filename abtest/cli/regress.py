@@ -66,14 +66,10 @@ def regress(
     ] = None,
     margin: o.Margin = None,
     rounds: Annotated[
-        int | None,
-        typer.Option(
-            "--rounds", callback=o.in_range(num.MAX_ROUNDS), help="Blocks before the first look."
-        ),
+        int | None, o.ranged("--rounds", num.MAX_ROUNDS, "Blocks before the first look.")
     ] = None,
     max_rounds: Annotated[
-        int | None,
-        typer.Option("--max-rounds", callback=o.in_range(num.MAX_ROUNDS), help="Cap on blocks."),
+        int | None, o.ranged("--max-rounds", num.MAX_ROUNDS, "Cap on blocks.")
     ] = None,
     confidence: Annotated[
         float | None, typer.Option("--confidence", help="Across all looks.")

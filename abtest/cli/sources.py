@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from abtest.cli.options import OptionGroup, in_range, option
+from abtest.cli.options import OptionGroup, option, ranged
 from abtest.config.numbers import SIZE
 from abtest.ingest.rounds import RoundsSource
 
@@ -55,10 +55,10 @@ Latency = Annotated[
 ]
 Size = Annotated[
     int | None,
-    typer.Option(
+    ranged(
         "--size",
-        callback=in_range(SIZE),
-        help="Pods per round: needed for clusterloader2; for kube-burner, keep only such runs.",
+        SIZE,
+        "Pods per round: needed for clusterloader2; for kube-burner, keep only such runs.",
     ),
 ]
 
