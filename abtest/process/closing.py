@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 from abtest.process.stop import SignalGuard
@@ -20,17 +19,12 @@ class Closing:
             self.guard.__enter__()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             self.close()
         finally:
             if self.guard is not None:
-                self.guard.__exit__(exc_type, exc, tb)
+                self.guard.__exit__(*exc)
 
     def close(self) -> None:
         raise NotImplementedError

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from abtest.errors import Interrupted
@@ -141,12 +141,7 @@ class SignalGuard:
             self.active = True
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         global _guards, _requests
         if not self.active:
             return
