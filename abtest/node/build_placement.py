@@ -29,6 +29,7 @@ from typing import Any
 
 from abtest.config.build_names import BUILD_BINARY, BuildName, build_folder, parse_build_name
 from abtest.config.goarch import goarch_of_machine
+from abtest.config.json_object import json_object
 from abtest.errors import NodeError, UserError
 from abtest.node.remote_files import realpath
 from abtest.node.session import NodeSession
@@ -105,13 +106,7 @@ def _sha256(session: NodeSession, path: str) -> str | None:
 def _record(session: NodeSession, path: str) -> dict[str, Any] | None:
     """The placement record at ``path`` (None: absent, or not a JSON object: not ours)."""
     res = session.run(["sh", "-c", '[ -f "$1" ] || exit 3; head -c 8192 -- "$1"', "sh", path])
-    if not res.ok:
-        return None
-    try:
-        value = json.loads(res.stdout)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return json_object(res.stdout) if res.ok else None
 
 
 def _is_ours(session: NodeSession, folder: str, sha: str | None) -> bool:

@@ -13,7 +13,6 @@ the gate.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from abtest.config.build_names import BuildName, KubeletBinary, NodePath, binary_of_level
 from abtest.config.domain import Arm, Release, build_version_of, release_of, skew_problem
+from abtest.config.json_object import json_object
 from abtest.config.playbook import NodeProfile
 from abtest.node.binary import check_path
 from abtest.node.session import NodeSession
@@ -89,11 +89,7 @@ def _read_source(session: NodeSession, path: str) -> dict[str, Any] | None:
     found = session.run(["cat", f"{path.rsplit('/', 1)[0]}/source.json"], timeout=20)
     if not found.ok or len(found.stdout) > 64_000:
         return None
-    try:
-        value = json.loads(found.stdout)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return json_object(found.stdout)
 
 
 def arm_problems(

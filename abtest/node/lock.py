@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from abtest.config.json_object import json_object
 from abtest.errors import NodeError, NodeLockedError
 from abtest.node.connection import Connection
 
@@ -62,11 +63,8 @@ class LockInfo:
 
     @classmethod
     def from_json(cls, text: str) -> LockInfo:
-        try:
-            data: Any = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if not isinstance(data, dict):
+        data = json_object(text)
+        if data is None:
             return cls("?", "?", 0, None, "?", f"unreadable lock: {text[:80]!r}", "")
         return cls(
             holder=str(data.get("holder", "?")),

@@ -16,13 +16,13 @@ measures both by simulation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from abtest.config.json_object import json_object
 from abtest.errors import UserError
 from abtest.stats.compare import Comparison
 from abtest.stats.intervals import check_confidence
@@ -132,13 +132,8 @@ def sequential_plan(
 def sequential_plan_of(plan_json: object, confidence: float) -> SequentialPlan | None:
     """The looks stored in a run's plan_json, re-levelled for the ``confidence`` asked for now
     (None for a run that did not stop when resolved)."""
-    if not isinstance(plan_json, str) or not plan_json.strip():
-        return None
-    try:
-        data = json.loads(plan_json)
-    except json.JSONDecodeError:
-        return None
-    stored = data.get(PLAN_KEY) if isinstance(data, dict) else None
+    data = json_object(plan_json) if isinstance(plan_json, str) else None
+    stored = data.get(PLAN_KEY) if data else None
     if not isinstance(stored, dict):
         return None
     try:

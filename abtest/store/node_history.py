@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from abtest.config.json_object import json_object
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -139,12 +141,4 @@ def run_facts(store: Store, run_id: str, node: str, arm: str) -> RunFacts:
 
 
 def _obj(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
+    return json_object(value) or {}

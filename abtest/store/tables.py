@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from abtest.config.json_object import json_object
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -86,11 +88,7 @@ class Runs:
         one process: the lock keeps one node's read-modify-write from losing another's."""
         with _ENV_LOCK:
             row = self.store.run_row(run_id)
-            try:
-                env = json.loads(row["env_json"] or "{}")
-            except ValueError:
-                env = {}
-            env = env if isinstance(env, dict) else {}
+            env = json_object(row["env_json"]) or {}
             part = env.get(key)
             env[key] = {**(part if isinstance(part, dict) else {}), node: value}
             self.store.update("runs", {"id": run_id}, {"env_json": json.dumps(env, default=str)})
