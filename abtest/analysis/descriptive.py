@@ -16,7 +16,23 @@ import pandas as pd
 
 from abtest.analysis.run_data import INCLUDED, RunData
 
-# The environment block's leading rows: a name, then where to find the value in env_json,
+#: the environment block's first rows, from the runs row: (name, the column it shows)
+RUN_ROWS = (
+    ("run", "id"),
+    ("kind", "kind"),
+    ("status", "status"),
+    ("stop reason", "stop_reason"),
+    ("created", "created_at"),
+    ("finished", "finished_at"),
+    ("playbook", "playbook_name"),
+    ("playbook sha256", "playbook_sha256"),
+    ("catalog", "catalog_name"),
+    ("design", "design"),
+    ("seed", "seed"),
+    ("profile", "profile_name"),
+)
+
+# The environment block's rows after those: a name, then where to find the value in env_json,
 # flat (the sweep's documented keys) or nested (what the batch engine's probe records).
 ENV_ROWS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("node", (("node",), ("node", "node_name"))),
@@ -367,20 +383,7 @@ def restarts(data: RunData) -> tuple[RestartRow, ...]:
 
 def environment(data: RunData) -> tuple[tuple[str, str], ...]:
     run = data.run
-    pairs: list[tuple[str, object]] = [
-        ("run", run.get("id")),
-        ("kind", run.get("kind")),
-        ("status", run.get("status")),
-        ("stop reason", run.get("stop_reason")),
-        ("created", run.get("created_at")),
-        ("finished", run.get("finished_at")),
-        ("playbook", run.get("playbook_name")),
-        ("playbook sha256", run.get("playbook_sha256")),
-        ("catalog", run.get("catalog_name")),
-        ("design", run.get("design")),
-        ("seed", run.get("seed")),
-        ("profile", run.get("profile_name")),
-    ]
+    pairs: list[tuple[str, object]] = [(name, run.get(column)) for name, column in RUN_ROWS]
     nodes = sorted({str(n) for n in data.rounds["node_name"]}) or [str(run.get("node_name"))]
     flat = _flatten(data.env)
     used: set[str] = set()

@@ -13,7 +13,6 @@ of one node's factor with different block orders), and no run may have stopped w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ import pandas as pd
 import yaml
 
 from abtest.analysis.run_data import RunData, _block_labels
+from abtest.config.json_object import json_object
 from abtest.errors import UserError
 from abtest.stats.sequential import sequential_plan_of
 
@@ -43,23 +43,13 @@ def _method(data: RunData) -> dict[str, Any]:
         if isinstance(parsed, dict)
         else {"playbook_sha256": data.run.get("playbook_sha256")}
     )
-    plan = _json(data.run.get("plan_json"))
+    plan = data.stored_plan()
     for key in PLAN_KEYS:
         if key in plan:
             out[f"plan.{key}"] = plan[key]
-    if "warmup" in _json(plan.get("options")):
+    if "warmup" in (json_object(plan.get("options")) or {}):
         out["plan.warmup"] = plan["options"]["warmup"]
     return out
-
-
-def _json(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    try:
-        parsed = json.loads(value) if isinstance(value, str) and value else {}
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _arms(data: RunData) -> dict[str, tuple[tuple[str, str], ...]]:

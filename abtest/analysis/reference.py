@@ -69,12 +69,7 @@ def _stored_pod_parts(data: RunData) -> list[tuple[str, str, str]]:
         for key, text in arm.settings
         if key.startswith(POD_PREFIX)
     ]
-    plan_text = data.run.get("plan_json")
-    try:
-        plan = json.loads(plan_text) if isinstance(plan_text, str) and plan_text else {}
-    except json.JSONDecodeError:
-        plan = {}  # a plan that is not JSON holds no pod parts; the rest of the report stands
-    arm_pods = plan.get("arm_pods") if isinstance(plan, dict) else None
+    arm_pods = data.stored_plan().get("arm_pods")
     if isinstance(arm_pods, dict):
         parts += [
             (str(arm), str(key), str(value))

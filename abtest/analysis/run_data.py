@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from abtest.config.json_object import json_object
 from abtest.errors import UserError
 from abtest.stats import ARM, BLOCK, METRICS, SIZE
 
@@ -79,6 +80,11 @@ class RunData:
 
     def arm(self, name: str) -> ArmInfo | None:
         return next((a for a in self.arms if a.name == name), None)
+
+    def stored_plan(self) -> dict[str, Any]:
+        """The run's plan (``plan_json``); {} when absent, not JSON or not an object: such a
+        plan tells nothing, and the rest of the report stands."""
+        return json_object(self.run.get("plan_json")) or {}
 
 
 def run_data(stored: StoredRun) -> RunData:

@@ -10,9 +10,6 @@ the batch times can say how much work changed. The Method says which the run had
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from abtest.analysis.run_data import RunData
 
 _SHARED = (
@@ -23,7 +20,7 @@ _SHARED = (
 
 def start_phase_method(data: RunData) -> tuple[str, ...]:
     """One Method line for a run of rounds made by abtest (none for other runs)."""
-    plan = _plan(data.run.get("plan_json"))
+    plan = data.stored_plan()
     generator = plan.get("generator")
     if not isinstance(generator, dict):
         return ()  # not a sweep's plan (imported rounds, a single batch): nothing known
@@ -37,11 +34,3 @@ def start_phase_method(data: RunData) -> tuple[str, ...]:
         f"Start phase: each round's first create waited a uniform 0-{width:g} s after the watch "
         "opened, so batches started at a uniform phase of the kubelet's 1 s relist.",
     )
-
-
-def _plan(text: Any) -> dict[str, Any]:
-    try:
-        plan = json.loads(text) if isinstance(text, str) and text else {}
-    except json.JSONDecodeError:
-        return {}
-    return plan if isinstance(plan, dict) else {}
