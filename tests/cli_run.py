@@ -13,6 +13,8 @@ test names and then gives both what they would have read from it.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from bad_input import Outcome, invoke
 
 from abtest.cli.terminal import sane_terminal_env
 
+#: the repository's root: where a command in a new process runs from
+REPO = Path(__file__).resolve().parents[1]
 #: read by rich when a console is made (rich.console.Console.__init__)
 _CONSOLE_STATE = ("_width", "_height", "no_color")
 
@@ -59,3 +63,17 @@ def run(
     would have inherited), with ``env`` changed from the runner's own environment."""
     as_new_process(monkeypatch, env or {})
     return invoke(args, Path.cwd() if cwd is None else cwd, capsys)
+
+
+def run_process(db: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m abtest ARGS`` in a new process, as a user runs it from the repository, with
+    ``db`` as ABTEST_DB and no colour: for the lab tests that run a whole command (a sweep
+    that stops and restarts the node) rather than test its output in-process."""
+    return subprocess.run(
+        [sys.executable, "-m", "abtest", *args],
+        env={**os.environ, "ABTEST_DB": str(db), "NO_COLOR": "1"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -10,15 +10,13 @@ tests/lab/engine/test_until_resolved_lab.py``.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_run import run_process
 from lab_playbooks import quick_copy
 
 from abtest.cluster.client import connect
@@ -31,8 +29,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.lab
 pytest_plugins = ["node_fixtures"]  # the lab_node fixture: the node is checked as found after
 
-REPO = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture()
 def namespace(lab_node: LabNode) -> Iterator[str]:
@@ -42,24 +38,13 @@ def namespace(lab_node: LabNode) -> Iterator[str]:
     delete_namespace(connect(lab_node.profile.kubeconfig), name, wait_s=None)
 
 
-def _abtest(db: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "abtest", *args],
-        env={**os.environ, "ABTEST_DB": str(db), "NO_COLOR": "1"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_a_large_effect_resolves_at_the_first_look_and_the_sweep_stops(
     lab_node: LabNode, namespace: str, tmp_path: Path
 ) -> None:
     db = lab_node.store.path
     playbook = quick_copy(tmp_path)
     flags = ("--playbook", playbook, "--sizes", "10", "--rounds", "3", "--namespace", namespace)
-    proc = _abtest(
+    proc = run_process(
         db,
         "gates",
         "kubeAPIQPS",
@@ -91,7 +76,7 @@ def test_a_large_effect_resolves_at_the_first_look_and_the_sweep_stops(
 
     # the report reads its intervals at the corrected level and says why
     out_dir = tmp_path / "report"
-    rep = _abtest(db, "report", run_id, "--db", str(db), "--out", str(out_dir), timeout=300)
+    rep = run_process(db, "report", run_id, "--db", str(db), "--out", str(out_dir), timeout=300)
     assert rep.returncode == 0, rep.stderr[-4000:]
     markdown = (out_dir / "report.md").read_text()
     assert f"took {looks['looks_taken']} of 2" in markdown

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import signal
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_run import run_process
 from lab_playbooks import quick_copy
 
 from abtest.cluster.client import connect, node_proxy_get
@@ -86,17 +86,6 @@ def _node_access_pods(profile: NodeProfile) -> list[str]:
     ]
 
 
-def _abtest(db: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "abtest", *args],
-        env={**os.environ, "ABTEST_DB": str(db), "NO_COLOR": "1"},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_a_sweep_through_a_pod_gives_the_node_back(
     lab_node: LabNode, pod_profile: Path, tmp_path: Path
 ) -> None:
@@ -104,7 +93,7 @@ def test_a_sweep_through_a_pod_gives_the_node_back(
     db = lab_node.store.path
     t0 = time.monotonic()
     try:
-        proc = _abtest(
+        proc = run_process(
             db, "gates", "ContainerCheckpoint", "--playbook", quick_copy(tmp_path),
             "--profile", str(pod_profile), "--rounds", "1", "--sizes", "5",
             "--namespace", namespace, "--db", str(db), "--json", timeout=600,
@@ -121,7 +110,7 @@ def test_a_sweep_through_a_pod_gives_the_node_back(
     assert env["transport"].startswith("a pod (docker.io/library/busybox:1.36.1")
     visits = lab_node.store.query("SELECT arm FROM visits WHERE run_id = ?", (out["run_id"],))
     assert {v["arm"] for v in visits} == {"baseline", "+ContainerCheckpoint"}
-    report = _abtest(db, "report", out["run_id"], "--db", str(db), "--format", "md",
+    report = run_process(db, "report", out["run_id"], "--db", str(db), "--format", "md",
                      "--out", str(tmp_path / "r"), timeout=300)  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     text = "".join(p.read_text() for p in (tmp_path / "r").glob("*.md"))
@@ -179,7 +168,7 @@ def test_the_host_side_timer_alone_undoes_a_kubelet_that_cannot_start(
     assert _timers() == []
     # then `abtest node restore` over the pod closes the change and frees the killed lock
     db = lab_node.store.path
-    restore = _abtest(db, "node", "restore", "--profile", str(pod_profile), "--db", str(db),
+    restore = run_process(db, "node", "restore", "--profile", str(pod_profile), "--db", str(db),
                       timeout=300)  # fmt: skip
     assert restore.returncode == 0, restore.stderr[-3000:] + restore.stdout[-2000:]
     [entry] = Journal(lab_node.store).history(profile.node_name)
