@@ -12,7 +12,7 @@ the sweep engine puts the node's own kubelet back on every exit path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from abtest.analysis.bisect import BisectModel, build_times, conclude
@@ -34,12 +34,13 @@ from abtest.app.bisect_state import (
     stored_form,
     stored_playbook,
 )
+from abtest.app.reach import Reach
 from abtest.config import numbers as num
 from abtest.config.kubelet_series import BuildName, parse_build_name
 from abtest.config.margin import check_margin
 from abtest.config.playbook import NodeProfile, load_playbook
 from abtest.errors import AbtestError, UserError
-from abtest.store.db import DbTarget, Store
+from abtest.store.db import Store
 
 if TYPE_CHECKING:  # the node layer is imported only when a bisection runs
     from abtest.engine.sweep_nodes import NodeKit
@@ -64,10 +65,7 @@ class BisectRequest:
     margin_pct: float | None = None
     seed: int | None = None
     resume: str | None = None
-    accept_new_host_key: bool = False
-    kubeconfig: str | None = None
-    context: str | None = None
-    db: DbTarget = None
+    reach: Reach = field(default_factory=Reach)
 
 
 def settings_of(
@@ -114,9 +112,9 @@ def run_bisect(
 
     stored: StoredBisection | None = None
     if req.resume:
-        if not Store.exists(req.db):
+        if not Store.exists(req.reach.db):
             raise UserError("no results database here", "--db", "give the bisection's --db")
-        with Store(req.db) as store:
+        with Store(req.reach.db) as store:
             stored = read_bisection(store, req.resume)  # checked whole, or refused
         refuse_changed_options(req, stored)
         settings, pb = stored.settings, stored_playbook(stored)
@@ -128,8 +126,8 @@ def run_bisect(
         LabBuilder() if all(lab_profile(n.kubelet_builds_dir) for n in nodes) else PlacedBuilder()
     )
     chosen.check([settings.build(n) for n in settings.names])
-    with Store(req.db) as store:
-        search = Search(store, settings, pb, nodes, chosen, say, kit, req.accept_new_host_key)
+    with Store(req.reach.db) as store:
+        search = Search(store, settings, pb, nodes, chosen, say, kit, req.reach.accept_new_host_key)
         try:
             search.run(stored)
         except UserError:
@@ -149,7 +147,7 @@ def run_bisect(
 def _nodes(req: BisectRequest, settings: BisectParameters) -> tuple[NodeProfile, ...]:
     from abtest.app.profiles import load_profiles
 
-    return load_profiles(settings.profiles, req.kubeconfig, req.context)
+    return load_profiles(settings.profiles, req.reach.kubeconfig, req.reach.context)
 
 
 def refuse_changed_options(req: BisectRequest, stored: StoredBisection) -> None:

@@ -8,10 +8,11 @@ A program calls :func:`sweep_gates` exactly as the command does."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from abtest.app.profiles import with_kube
+from abtest.app.reach import Reach
 from abtest.config.plan_options import PlanOptions
 from abtest.engine.sweep import Event, SweepOptions, SweepResult, run_sweep
 from abtest.engine.sweep_nodes import NodeKit
@@ -24,7 +25,7 @@ from abtest.engine.until_resolved import (
     with_blocks,
 )
 from abtest.errors import UserError
-from abtest.store.db import DbTarget, Store
+from abtest.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,12 @@ class GatesRequest:
     plan: PlanOptions | None = None
     resume: str | None = None
     fail_fast: bool = False
-    accept_new_host_key: bool = False
     break_lock: bool = False
     command: str | None = None  # the command line, kept with the run
     until_resolved: bool = False
     max_rounds: int | None = None  # with until_resolved: the most blocks
     precision: str | None = None  # with until_resolved: e.g. "10%"
-    kubeconfig: str | None = None
-    context: str | None = None
-    db: DbTarget = None
+    reach: Reach = field(default_factory=Reach)
 
 
 @dataclass(frozen=True)
@@ -101,18 +99,19 @@ def sweep_gates(req: GatesRequest, emit: Event, kit: NodeKit | None = None) -> G
         raise UserError("nothing to sweep", "abtest gates", "give --all, --list or NAME...")
     else:
         new = build_plan(req.plan)
-    with Store(req.db) as store:
+    reach = req.reach
+    with Store(reach.db) as store:
         if new is not None:
             plan = new
         else:
             stored = store.runs.plan(req.resume or "")
             plan = build_plan(options_from_json(stored.get("options", {})))
-        if req.kubeconfig or req.context:
-            nodes = tuple(with_kube(p, req.kubeconfig, req.context) for p in plan.profiles)
+        if reach.kubeconfig or reach.context:
+            nodes = tuple(with_kube(p, reach.kubeconfig, reach.context) for p in plan.profiles)
             plan = replace(plan, profiles=nodes)
         sweep_opts = SweepOptions(
             fail_fast=req.fail_fast,
-            accept_new_host_key=req.accept_new_host_key,
+            accept_new_host_key=reach.accept_new_host_key,
             break_lock=req.break_lock,
             command=req.command,
         )

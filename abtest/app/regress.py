@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from abtest.app.reach import Reach
 from abtest.config.margin import check_margin
 from abtest.config.playbook import load_playbook
 from abtest.engine import regress_rounds
@@ -15,7 +16,7 @@ from abtest.errors import AbtestError, UserError
 from abtest.ingest.rounds import RoundsSource, load_rounds
 from abtest.ingest.rounds_csv import require_metrics
 from abtest.stats.regress_result import RegressResult
-from abtest.store.db import DbTarget, Store
+from abtest.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,7 @@ class RegressRequest:
     max_rounds: int | None = None
     confidence: float | None = None
     seed: int | None = None
-    accept_new_host_key: bool = False
-    kubeconfig: str | None = None
-    context: str | None = None
-    db: DbTarget = None
+    reach: Reach = field(default_factory=Reach)
 
 
 def run_regress(req: RegressRequest, say: Callable[[str], None]) -> RegressResult:
@@ -85,7 +83,7 @@ def run_regress(req: RegressRequest, say: Callable[[str], None]) -> RegressResul
     if req.reference_run or req.candidate_run:
         if not (req.reference_run and req.candidate_run):
             raise UserError("give both --reference-run and --candidate-run", "abtest regress")
-        with Store(req.db) as store:
+        with Store(req.reach.db) as store:
             frame = regress_rounds.rounds_of_two_runs(store, req.reference_run, req.candidate_run)
         return regress_rounds.regress_from_frame(
             frame,
@@ -115,13 +113,13 @@ def run_regress(req: RegressRequest, say: Callable[[str], None]) -> RegressResul
         rounds=req.first_look or pb.rounds,
         max_rounds=req.max_rounds or pb.max_rounds,
         seed=pb.seed if req.seed is None else req.seed,
-        accept_new_host_key=req.accept_new_host_key,
-        nodes=load_profiles(req.profiles, req.kubeconfig, req.context)
-        if req.kubeconfig or req.context
+        accept_new_host_key=req.reach.accept_new_host_key,
+        nodes=load_profiles(req.profiles, req.reach.kubeconfig, req.reach.context)
+        if req.reach.kubeconfig or req.reach.context
         else (),
     )
     try:
-        with Store(req.db) as store:
+        with Store(req.reach.db) as store:
             return run_live(live, store, say=say)
     except UserError:
         raise

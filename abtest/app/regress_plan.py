@@ -204,7 +204,7 @@ def _history_and_time(
     from abtest.engine.regress_live import LiveRegressOptions, build_regress_plan
     from abtest.engine.sweep_plan import node_estimates
 
-    nodes = load_profiles(req.profiles, req.kubeconfig, req.context)
+    nodes = load_profiles(req.profiles, req.reach.kubeconfig, req.reach.context)
     pb = load_playbook(req.playbook)
     live = LiveRegressOptions(
         profile=req.profiles[0], profiles=req.profiles, playbook=pb,
@@ -212,7 +212,7 @@ def _history_and_time(
         sizes=tuple(sizes), metrics=(), margin_pct=0.0, confidence=0.95, rounds=first,
         max_rounds=cap, seed=pb.seed if req.seed is None else req.seed, nodes=nodes,
     )  # fmt: skip
-    with Store(req.db) as store:
+    with Store(req.reach.db) as store:
         history = pd.concat([noise_history(store, n.node_name, tuple(sizes)) for n in nodes])
         past = {n.node_name: node_history(store, n.node_name, tuple(sizes)) for n in nodes}
     seconds = []

@@ -99,7 +99,7 @@ def bisect(
         margin_pct=margin,
         seed=seed,
         resume=resume,
-        **live.reach(),
+        reach=live.reach(),
     )
     model = run_bisect(request, say=progress)
     if live.json_out:

@@ -80,6 +80,7 @@ def gates(
     # Imported only for a sweep: `gates --list` must start without the node and cluster layers
     # (paramiko, the Kubernetes client, aiohttp) and pandas.
     from abtest.app.gates import GatesRequest, sweep_gates
+    from abtest.app.reach import Reach
     from abtest.cli.sweep_progress import SweepDisplay, summary_table
 
     if run_id_file is not None:  # before the node is touched, not after the run started
@@ -91,15 +92,12 @@ def gates(
         else None,
         resume=resume,
         fail_fast=fail_fast,
-        accept_new_host_key=accept_new_host_key,
         break_lock=break_lock,
         command=shlex.join(["abtest", *redact_argv(sys.argv[1:])]),  # no --db password
         until_resolved=until_resolved,
         max_rounds=max_rounds,
         precision=precision,
-        kubeconfig=kubeconfig,
-        context=context,
-        db=db,
+        reach=Reach(accept_new_host_key, kubeconfig, context, db),
     )
     with SweepDisplay(json_out=json_out, run_id_file=run_id_file) as display:
         done = sweep_gates(request, display.event)

@@ -5,8 +5,8 @@ and regress share, where their rounds come from, is :data:`abtest.cli.sources.OT
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from abtest.app.reach import Reach
 from abtest.cli import options as o
 from abtest.cli.options import OptionGroup, option
 from abtest.config.plan_options import PlanOptions
@@ -92,15 +92,10 @@ class LiveRun:
     context: str | None
     json_out: bool
 
-    def reach(self) -> dict[str, Any]:
+    def reach(self) -> Reach:
         """What a live request (regress's, bisect's) takes of these: the node's host key, its
         kubeconfig and context, the database."""
-        return {
-            "accept_new_host_key": self.accept_new_host_key,
-            "kubeconfig": self.kubeconfig,
-            "context": self.context,
-            "db": self.db,
-        }
+        return Reach(self.accept_new_host_key, self.kubeconfig, self.context, self.db)
 
 
 LIVE_RUN = OptionGroup(

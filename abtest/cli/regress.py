@@ -113,7 +113,7 @@ def regress(
         max_rounds=max_rounds,
         confidence=confidence,
         seed=seed,
-        **live.reach(),
+        reach=live.reach(),
     )
     if plan:
         from abtest.app.regress_plan import describe_plan, plan_regress

@@ -4,6 +4,7 @@ resumes where it was, and the node is left as found every time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from bisect_fakes import FakeBuilder, SteppedKit, lab_nodes
 
 from abtest.app.bisect import BisectRequest, run_bisect
+from abtest.app.reach import Reach
 from abtest.report.bisect import exit_code, render_html, render_markdown
 from abtest.store.db import Store
 from abtest.testing import FakeNode
@@ -28,7 +30,7 @@ RANGE = BisectRequest(good="v1.36.3", bad="v1.36.3+bisect-demo")
 
 def _run(tmp_path: Path, kit: SteppedKit, node: FakeNode, req: BisectRequest = RANGE) -> Any:
     builder = FakeBuilder()
-    req = BisectRequest(**{**vars(req), "db": tmp_path / "r.db"})
+    req = replace(req, reach=Reach(db=tmp_path / "r.db"))
     model = run_bisect(req, lambda _: None, kit=kit, builder=builder, nodes=lab_nodes(node))
     return model, builder
 
@@ -95,7 +97,7 @@ def test_a_stopped_search_resumes_where_it_was(tmp_path: Path) -> None:
     # the ends take 6 rounds at the first look; the 8th round is in step 1
     said: list[str] = []
     with pytest.raises(RuntimeError, match="went away"):
-        req = BisectRequest(**{**vars(RANGE), "db": tmp_path / "r.db"})
+        req = replace(RANGE, reach=Reach(db=tmp_path / "r.db"))
         stops = StopsAt(node, DEMO, DEMO[3], 0.3, stop=8)
         run_bisect(req, said.append, kit=stops, builder=FakeBuilder(), nodes=lab_nodes(node))
     node.verify()  # restored on the way out

@@ -23,6 +23,7 @@ from pg_server import PgServer
 
 import abtest.engine.sweep
 from abtest.app.bisect import BisectRequest, run_bisect
+from abtest.app.reach import Reach
 from abtest.config.playbook import load_profile
 from abtest.store.db import Store
 from abtest.store.transfer import export_runs, import_runs
@@ -53,7 +54,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Source:
     folder = tmp_path_factory.mktemp("bisection")
     (folder / PROFILE_FILE).write_text(NODE_PROFILE)
     node = FakeNode("n1")
-    req = BisectRequest(builds=tuple(RELEASES), profiles=(PROFILE_FILE,), db=folder / "r.db")
+    req = BisectRequest(
+        builds=tuple(RELEASES), profiles=(PROFILE_FILE,), reach=Reach(db=folder / "r.db")
+    )
     nodes = fake_profiles(load_profile(str(folder / PROFILE_FILE)), [node])
     kit = SteppedKit(node, RELEASES, "v1.36.0", 0.25)
     model = run_bisect(req, lambda _: None, kit=kit, builder=FakeBuilder(), nodes=nodes)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cli_run import run
 
+from abtest.app.reach import Reach
 from abtest.store.db import Store
 from abtest.store.tables import ArmRow
 
@@ -199,7 +200,7 @@ def test_a_program_calls_the_gate_the_cli_calls_and_gets_the_same_json(
             rounds=RoundsSource(csv=data),
             metrics=("batch_ready_s",),
             margin_pct=5.0,
-            db=tmp_path / "unused.sqlite",
+            reach=Reach(db=tmp_path / "unused.sqlite"),
         ),
         say=said.append,
     )
@@ -253,7 +254,7 @@ def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) 
     node = FakeNode("abtest-lab")
     events: list[str] = []
     done = sweep_gates(
-        GatesRequest(plan=opts, db=db, command="test"),
+        GatesRequest(plan=opts, reach=Reach(db=db), command="test"),
         lambda kind, _data: events.append(kind),
         kit=FakeKit(node),
     )
@@ -268,14 +269,16 @@ def test_sweep_gates_runs_resumes_and_summarises_on_a_fake_node(tmp_path: Path) 
     # --resume rebuilds the plan from the run's stored options: nothing is left to run
     again = FakeNode("abtest-lab")
     resumed = sweep_gates(
-        GatesRequest(resume=out["run_id"], db=db), lambda *_: None, kit=FakeKit(again)
+        GatesRequest(resume=out["run_id"], reach=Reach(db=db)), lambda *_: None, kit=FakeKit(again)
     )
     assert resumed.sweep.run_id == out["run_id"] and resumed.sweep.status == "finished"
     assert not any(c.startswith("round") for c in again.calls)
     with pytest.raises(UserError, match="--until-resolved cannot be combined with --resume"):
-        sweep_gates(GatesRequest(resume=out["run_id"], db=db, until_resolved=True), print)
+        sweep_gates(
+            GatesRequest(resume=out["run_id"], reach=Reach(db=db), until_resolved=True), print
+        )
     with pytest.raises(UserError, match="nothing to sweep"):
-        sweep_gates(GatesRequest(db=tmp_path / "none.sqlite"), print)
+        sweep_gates(GatesRequest(reach=Reach(db=tmp_path / "none.sqlite")), print)
     assert not (tmp_path / "none.sqlite").exists()  # refused before a database is made
 
 
