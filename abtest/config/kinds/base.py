@@ -38,10 +38,17 @@ class FactorKind:
     #: False: factors of this kind share their target as levels of one choice (kubelet builds);
     #: the kind's ``check_design`` guards the choice instead
     exclusive: ClassVar[bool] = True
+    #: what a factor's name must match, what one that does not is called, and the hint
+    name_rule: ClassVar[tuple[re.Pattern[str], str, str]] = (
+        FACTOR_NAME,
+        "invalid factor name",
+        "use letters, digits, _ . -",
+    )
 
     def check_name(self, f: Fields, name: str) -> None:
-        if not whole(FACTOR_NAME, name):
-            raise f.error("name", f"invalid factor name {name!r}", "use letters, digits, _ . -")
+        pattern, invalid, hint = self.name_rule
+        if not whole(pattern, name):
+            raise f.error("name", f"{invalid} {name!r}", hint)
 
     def read_param(self, f: Fields) -> str | None:
         """The value of the kind's own key (``param``): required text the kind checks."""

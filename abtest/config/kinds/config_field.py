@@ -6,7 +6,6 @@ import re
 from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, Settings
-from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import scalar
 from abtest.config.yaml_checks import Fields
@@ -19,12 +18,7 @@ FIELD_PATH = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*)*")
 
 class ConfigField(FactorKind):
     name = "config_field"
-
-    def check_name(self, f: Fields, name: str) -> None:
-        if not whole(FIELD_PATH, name):
-            raise f.error(
-                "name", f"invalid KubeletConfiguration field path {name!r}", "e.g. kubeAPIQPS"
-            )
+    name_rule = (FIELD_PATH, "invalid KubeletConfiguration field path", "e.g. kubeAPIQPS")
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         return scalar(f, "on"), scalar(f, "off")

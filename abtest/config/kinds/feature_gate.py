@@ -6,7 +6,6 @@ import re
 from typing import TYPE_CHECKING
 
 from abtest.config.factor_levels import FactorValue, Settings
-from abtest.config.full_match import whole
 from abtest.config.kinds.base import FactorKind
 from abtest.config.kinds.levels import required
 from abtest.config.yaml_checks import Fields
@@ -19,10 +18,7 @@ GATE_NAME = re.compile(r"[A-Za-z0-9]+")
 
 class FeatureGate(FactorKind):
     name = "feature_gate"
-
-    def check_name(self, f: Fields, name: str) -> None:
-        if not whole(GATE_NAME, name):
-            raise f.error("name", f"invalid feature gate name {name!r}", "use [A-Za-z0-9]+")
+    name_rule = (GATE_NAME, "invalid feature gate name", "use [A-Za-z0-9]+")
 
     def read_levels(self, f: Fields) -> tuple[FactorValue, FactorValue]:
         return _level(f, "on"), _level(f, "off")
