@@ -54,6 +54,8 @@ AGC_GATES = frozenset(
 )
 HOLD_CAP_S = 120.0  # a hold nobody stops ends here (and the test fails on the record)
 STEP_S = 0.02
+#: what a node's state file holds of it (a test in another process reads the file)
+STATE_KEYS = ("name", "original", "config", "lock_held", "pending", "phase", "calls")
 
 
 class FakeNode:
@@ -129,15 +131,7 @@ class FakeNode:
         os.replace(tmp, self.state_file)
 
     def state(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "original": self.original,
-            "config": self.config,
-            "lock_held": self.lock_held,
-            "pending": self.pending,
-            "phase": self.phase,
-            "calls": self.calls,
-        }
+        return {key: getattr(self, key) for key in STATE_KEYS}
 
     def hold_here(self, where: str) -> None:
         """Block like a long step does, until a stop request (or the cap) ends it."""
