@@ -380,15 +380,21 @@ class HealthWaiter:
     ) -> HealthReport:
         """``before``: read just before the restart command was sent; ``restarted_mono``:
         this machine's monotonic clock when it was sent."""
-        url = before.url
-        restarted_wall, heartbeat_before = before.node_wall, before.heartbeat
         report = HealthReport()
         deadline = restarted_mono + timeout
+        self._healthz(before.url, report, restarted_mono, timeout)
+        report.healthz_s = time.monotonic() - restarted_mono
+        self._until("ready", deadline, report, lambda: self._not_ready(before, report))
+        report.ready_s = time.monotonic() - restarted_mono
+        self._until("verified", deadline, report, lambda: self._unverified(expectations, report))
+        report.verified_s = time.monotonic() - restarted_mono
+        return report
 
-        def left() -> float:
-            return deadline - time.monotonic()
-
-        # 1. healthz
+    def _healthz(
+        self, url: str, report: HealthReport, restarted_mono: float, timeout: float
+    ) -> None:
+        """1. healthz says ok; a kubelet seen not running twice (past its first 2 s) fails at
+        once rather than at the deadline."""
         not_running = 0
         while not self.healthz_ok(url):
             if time.monotonic() - restarted_mono > 2.0 and self.kubelet_running() is False:
@@ -397,65 +403,64 @@ class HealthWaiter:
                     raise HealthFailed("healthz", "the kubelet is not running", report)
             else:
                 not_running = 0
-            if left() <= 0:
+            if time.monotonic() >= restarted_mono + timeout:
                 raise HealthFailed("healthz", f"no 'ok' from {url} within {timeout:.0f} s", report)
             sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
-        report.healthz_s = time.monotonic() - restarted_mono
 
-        # 2. Ready with a heartbeat newer than the restart (heartbeats have 1 s resolution)
-        last = "no answer from the API server"
-        while True:
-            try:
-                st = node_status(self.cluster, self.profile.node_name)
-                report.kubelet_version = st.kubelet_version
-                hb = st.heartbeat.timestamp() if st.heartbeat else None
-                fresh = heartbeat_fresh(
-                    hb, node_restart_wall=restarted_wall, heartbeat_before=heartbeat_before
-                )
-                if st.ready and fresh is None:
-                    report.messages.append(
-                        "heartbeat freshness not checked: neither the node's clock nor a "
-                        "heartbeat from before the restart could be read"
-                    )
-                    break
-                if st.ready and fresh:
-                    break
-                if st.ready and same_second_restart(
-                    hb,
-                    node_restart_wall=restarted_wall,
-                    heartbeat_before=heartbeat_before,
-                    lease_renewed=lambda: lease_renewed(self.cluster, self.profile.node_name),
-                ):
-                    report.messages.append(
-                        "heartbeat in the same second as the previous kubelet's; the node "
-                        "Lease was renewed after the restart"
-                    )
-                    break
-                last = (
-                    f"Ready={st.ready} ({st.reason}: {st.message})"
-                    if not st.ready
-                    else f"heartbeat {st.heartbeat} is not newer than the restart"
-                )
-            except ClusterError as exc:
-                last = str(exc)
-            if left() <= 0:
-                raise HealthFailed("ready", f"node {self.profile.node_name}: {last}", report)
+    def _until(
+        self, stage: str, deadline: float, report: HealthReport, problem: Callable[[], str | None]
+    ) -> None:
+        """Poll until ``problem()`` is None; HealthFailed with the last one at the deadline."""
+        while (last := problem()) is not None:
+            if time.monotonic() >= deadline:
+                raise HealthFailed(stage, last, report)
             sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
-        report.ready_s = time.monotonic() - restarted_mono
 
-        # 3. the intended values, from the running kubelet
-        problems: list[str] = ["not checked yet"]
-        while True:
-            try:
-                config = configz(self.cluster, self.profile.node_name)
-                gates = feature_enabled(self.cluster, self.profile.node_name)
-                report.verified, problems = compare(expectations, config, gates)
-                if not problems:
-                    break
-            except ClusterError as exc:
-                problems = [str(exc)]
-            if left() <= 0:
-                raise HealthFailed("verified", "; ".join(problems), report)
-            sleep(POLL_S)  # ends early on SIGINT/SIGTERM (abtest.process.stop)
-        report.verified_s = time.monotonic() - restarted_mono
-        return report
+    def _not_ready(self, before: BeforeRestart, report: HealthReport) -> str | None:
+        """2. None once the node is Ready with a heartbeat newer than the restart (heartbeats
+        have 1 s resolution); else why not yet."""
+        node = self.profile.node_name
+        try:
+            st = node_status(self.cluster, node)
+            report.kubelet_version = st.kubelet_version
+            hb = st.heartbeat.timestamp() if st.heartbeat else None
+            fresh = heartbeat_fresh(
+                hb, node_restart_wall=before.node_wall, heartbeat_before=before.heartbeat
+            )
+            if st.ready and fresh is None:
+                report.messages.append(
+                    "heartbeat freshness not checked: neither the node's clock nor a "
+                    "heartbeat from before the restart could be read"
+                )
+                return None
+            if st.ready and fresh:
+                return None
+            if st.ready and same_second_restart(
+                hb,
+                node_restart_wall=before.node_wall,
+                heartbeat_before=before.heartbeat,
+                lease_renewed=lambda: lease_renewed(self.cluster, node),
+            ):
+                report.messages.append(
+                    "heartbeat in the same second as the previous kubelet's; the node "
+                    "Lease was renewed after the restart"
+                )
+                return None
+            why = (
+                f"Ready={st.ready} ({st.reason}: {st.message})"
+                if not st.ready
+                else f"heartbeat {st.heartbeat} is not newer than the restart"
+            )
+        except ClusterError as exc:
+            why = str(exc)
+        return f"node {node}: {why}"
+
+    def _unverified(self, expectations: list[Expectation], report: HealthReport) -> str | None:
+        """3. None once the running kubelet shows every intended value; else what differs."""
+        try:
+            config = configz(self.cluster, self.profile.node_name)
+            gates = feature_enabled(self.cluster, self.profile.node_name)
+            report.verified, problems = compare(expectations, config, gates)
+        except ClusterError as exc:
+            problems = [str(exc)]
+        return "; ".join(problems) if problems else None
