@@ -330,12 +330,13 @@ class BeforeRestart:
     def read(
         cls, session: NodeSession, cluster: Cluster, profile: NodeProfile, config_text: str
     ) -> BeforeRestart:
+        url = healthz_url(profile, config_text)
         try:
             hb = node_status(cluster, profile.node_name).heartbeat
             heartbeat = hb.timestamp() if hb else None
         except ClusterError:
             heartbeat = None
-        return cls(healthz_url(profile, config_text), heartbeat, node_clock(session))
+        return cls(url, heartbeat, node_clock(session))
 
 
 class HealthWaiter:
