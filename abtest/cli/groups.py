@@ -4,7 +4,7 @@ and regress share, where their rounds come from, is :data:`abtest.cli.sources.OT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from abtest.app.reach import Reach
 from abtest.cli import options as o
@@ -33,6 +33,8 @@ SWEEP_INPUTS = OptionGroup(
 
 @dataclass(frozen=True)
 class SweepSchedule:
+    """How the sweep is scheduled: each field is the PlanOptions field of its name."""
+
     rounds: int | None
     sizes: tuple[int, ...] | None
     seed: int | None
@@ -71,13 +73,7 @@ def plan_options(
         factors=tuple(names or ()),
         design=design,
         attribution=attribution,
-        rounds=schedule.rounds,
-        sizes=schedule.sizes,
-        seed=schedule.seed,
-        qps=schedule.qps,
-        concurrency=schedule.concurrency,
-        namespace=schedule.namespace,
-        kubelet_build=schedule.kubelet_build,
+        **asdict(schedule),
     )
 
 
