@@ -19,6 +19,7 @@ from abtest.config.locations import redact_argv
 
 @g.SWEEP_INPUTS.into("inputs")
 @g.SWEEP_SCHEDULE.into("schedule")
+@g.LIVE_RUN.into("live")
 def gates(
     names: Annotated[
         list[str] | None, typer.Argument(help="Limit the sweep to these factors.")
@@ -40,7 +41,6 @@ def gates(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first failed arm.")
     ] = False,
-    accept_new_host_key: o.AcceptNewHostKey = False,
     break_lock: o.BreakLock = False,
     run_id_file: Annotated[
         Path | None, typer.Option("--run-id-file", help="Write the run id here.")
@@ -68,19 +68,15 @@ def gates(
             "reduction, e.g. 10%) counts as resolved.",
         ),
     ] = None,
-    kubeconfig: o.Kubeconfig = None,
-    context: o.Context = None,
-    db: o.Db = None,
-    json_out: o.Json = False,
+    live: g.LiveRun,
 ) -> None:
     """List factors (--list), or measure them on a node: --all, or NAME..."""
     if list_:
-        _list(inputs.catalog or "agc", json_out)
+        _list(inputs.catalog or "agc", live.json_out)
         return
     # Imported only for a sweep: `gates --list` must start without the node and cluster layers
     # (paramiko, the Kubernetes client, aiohttp) and pandas.
     from abtest.app.gates import GatesRequest, sweep_gates
-    from abtest.app.reach import Reach
     from abtest.cli.sweep_progress import SweepDisplay, summary_table
 
     if run_id_file is not None:  # before the node is touched, not after the run started
@@ -97,11 +93,11 @@ def gates(
         until_resolved=until_resolved,
         max_rounds=max_rounds,
         precision=precision,
-        reach=Reach(accept_new_host_key, kubeconfig, context, db),
+        reach=live.reach(),
     )
-    with SweepDisplay(json_out=json_out, run_id_file=run_id_file) as display:
+    with SweepDisplay(json_out=live.json_out, run_id_file=run_id_file) as display:
         done = sweep_gates(request, display.event)
-    if json_out:
+    if live.json_out:
         print_json(done.to_dict())
         return
     result = done.sweep

@@ -77,7 +77,7 @@ def plan_options(
     )
 
 
-# --- how a live measurement reaches its node and stores what it measured (regress, bisect) ---
+# --- how a live run reaches its node and stores what it measured (gates, regress, bisect) ---
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ class LiveRun:
     json_out: bool
 
     def reach(self) -> Reach:
-        """What a live request (regress's, bisect's) takes of these: the node's host key, its
-        kubeconfig and context, the database."""
+        """What a live request (a sweep's, regress's, bisect's) takes of these: the node's host
+        key, its kubeconfig and context, the database."""
         return Reach(self.accept_new_host_key, self.kubeconfig, self.context, self.db)
 
 

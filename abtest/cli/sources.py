@@ -66,38 +66,17 @@ Size = Annotated[
 # --- rounds another tool measured (analyze, regress) ----------------------------------------
 
 
-def _other_tools(
-    kube_burner: Path | None,
-    clusterloader2: Path | None,
-    arm_globs: list[str] | None,
-    job: str | None,
-    block: str | None,
-    run_size: int | None,
-    latency: str | None,
-) -> RoundsSource:
-    return RoundsSource(
-        csv=None,
-        kube_burner=kube_burner,
-        clusterloader2=clusterloader2,
-        arms=tuple(arm_globs or ()),
-        job=job,
-        block=block,
-        size=run_size,
-        latency=latency,
-    )
-
-
 #: The rounds source without its CSV (each command names that its own way): ``replace(tools,
-#: csv=path)``.
+#: csv=path)``; each option is the RoundsSource field of its name.
 OTHER_TOOLS = OptionGroup(
     (
         option("kube_burner", KubeBurner, None),
         option("clusterloader2", Clusterloader2, None),
-        option("arm_globs", Arm, None),
+        option("arms", Arm, None),
         option("job", Job, None),
         option("block", Block, None),
-        option("run_size", Size, None),
+        option("size", Size, None),
         option("latency", Latency, None),
     ),
-    _other_tools,
+    lambda arms, **same: RoundsSource(arms=tuple(arms or ()), **same),
 )
