@@ -82,11 +82,11 @@ def plan_options(
 
 @dataclass(frozen=True)
 class LiveRun:
-    accept_new_host_key: bool
-    db: str | None
-    kubeconfig: str | None
-    context: str | None
-    json_out: bool
+    accept_new_host_key: o.AcceptNewHostKey = False
+    db: o.Db = None
+    kubeconfig: o.Kubeconfig = None
+    context: o.Context = None
+    json_out: o.Json = False
 
     def reach(self) -> Reach:
         """What a live request (a sweep's, regress's, bisect's) takes of these: the node's host
@@ -94,13 +94,4 @@ class LiveRun:
         return Reach(self.accept_new_host_key, self.kubeconfig, self.context, self.db)
 
 
-LIVE_RUN = OptionGroup(
-    (
-        option("accept_new_host_key", o.AcceptNewHostKey, False),
-        option("db", o.Db, None),
-        option("kubeconfig", o.Kubeconfig, None),
-        option("context", o.Context, None),
-        option("json_out", o.Json, False),
-    ),
-    LiveRun,
-)
+LIVE_RUN = OptionGroup.of(LiveRun)

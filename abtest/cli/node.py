@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from abtest.app.node import (
     show_node,
 )
 from abtest.cli import options as o
-from abtest.cli.options import OptionGroup, option
+from abtest.cli.options import OptionGroup
 from abtest.cli.render import console, err_console, print_json, print_table
 from abtest.config import numbers as num
 from abtest.config.playbook import NodeProfile, load_profile
@@ -47,44 +46,30 @@ Timeout = Annotated[
 class NodeTarget:
     """The node a node command acts on: its profile as given, the kubeconfig and context."""
 
-    profile: str
-    kubeconfig: str | None
-    context: str | None
+    profile: o.Profile
+    kubeconfig: o.Kubeconfig = None
+    context: o.Context = None
 
     def load(self) -> NodeProfile:
         return o.with_kube(load_profile(self.profile), self.kubeconfig, self.context)
 
 
-NODE_TARGET = OptionGroup(
-    (
-        option("profile", o.Profile, inspect.Parameter.empty),
-        option("kubeconfig", o.Kubeconfig, None),
-        option("context", o.Context, None),
-    ),
-    NodeTarget,
-)
+NODE_TARGET = OptionGroup.of(NodeTarget)
 
 
 @dataclass(frozen=True)
 class NodeChange:
     """How apply and restore reach the node to change it."""
 
-    timeout: float | None
-    break_lock: bool
-    accept_new_host_key: bool
+    timeout: Timeout = None
+    break_lock: o.BreakLock = False
+    accept_new_host_key: o.AcceptNewHostKey = False
 
     def access(self, profile: NodeProfile, db: str | None) -> NodeAccess:
         return NodeAccess(profile, db, self.timeout, self.accept_new_host_key, self.break_lock)
 
 
-NODE_CHANGE = OptionGroup(
-    (
-        option("timeout", Timeout, None),
-        option("break_lock", o.BreakLock, False),
-        option("accept_new_host_key", o.AcceptNewHostKey, False),
-    ),
-    NodeChange,
-)
+NODE_CHANGE = OptionGroup.of(NodeChange)
 
 
 def _progress(line: str) -> None:

@@ -5,8 +5,10 @@ A command takes ``db: o.Db = None``; the type in the alias is the one mypy check
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,6 +275,24 @@ class OptionGroup(Generic[T]):
     params: tuple[inspect.Parameter, ...]
     #: what they make together, called with each option's value by its parameter's name
     make: Callable[..., T]
+
+    @classmethod
+    def of(cls, record: type[T]) -> OptionGroup[T]:
+        """The group whose options are the fields of the dataclass ``record``, in its order:
+        each field's type is its option's alias, its default the option's (none: required),
+        and the group's value is the record of the options' values."""
+        aliases = typing.get_type_hints(record, include_extras=True)
+        return cls(
+            tuple(
+                option(
+                    f.name,
+                    aliases[f.name],
+                    inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+                )
+                for f in dataclasses.fields(record)  # type: ignore[arg-type]
+            ),
+            record,
+        )
 
     def into(self, name: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Put the group's options in the place of the command's parameter `name`."""
