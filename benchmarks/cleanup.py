@@ -130,7 +130,7 @@ def one(cluster: Any, node: NodeSession, profile: Any, size: int, args: Any) -> 
         "returned_wall": time.time(),
         "pods": size,
         "accepted": result.accepted,
-        "batch_ready_s": result.batch_ready_s,
+        "batch_ready_s": result.summary.batch_ready_s,
         "cleanup_s": result.cleanup_s,
         "cleanup_api_s": result.cleanup_api_s,
         "cleanup_ok": result.cleanup_ok,

@@ -80,12 +80,12 @@ def test_twenty_pod_round_accepted_stored_and_recomputable(
         ),
     )
     assert result.accepted, result.reason
-    assert len(result.latencies_s) == 20
-    assert result.restarts == 0 and result.ready_regressions == 0
+    assert len(result.summary.latencies_s) == 20
+    assert result.summary.restarts == 0 and result.summary.ready_regressions == 0
     assert result.summary.create_failures == 0
-    assert result.batch_ready_s is not None and result.p99_s is not None
-    assert result.batch_ready_s >= result.p99_s
-    assert result.submit_rate and result.submit_rate > 0
+    assert result.summary.batch_ready_s is not None and result.summary.p99_s is not None
+    assert result.summary.batch_ready_s >= result.summary.p99_s
+    assert result.summary.submit_rate and result.summary.submit_rate > 0
     assert {p.http_status for p in result.pods} == {201}
     assert all(p.scheduled_s is not None and p.ready_to_start_s is not None for p in result.pods)
     assert all(p.server_created and p.server_ready for p in result.pods)
@@ -139,8 +139,8 @@ def test_missing_image_times_out_fails_acceptance_and_is_cleaned(
     assert not result.accepted
     assert result.timed_out
     assert result.reason is not None and "2 of 2 pods never Ready within the 10 s" in result.reason
-    assert result.pods_ready == 0 and result.latencies_s == []
-    assert result.batch_ready_s is None and result.p50_s is None
+    assert result.summary.pods_ready == 0 and result.summary.latencies_s == ()
+    assert result.summary.batch_ready_s is None and result.summary.p50_s is None
     assert all(p.scheduled_s is not None for p in result.pods)  # they got that far
     assert result.cleanup_ok, result.cleanup_note
     assert count_pods(cluster, namespace, f"{MANAGED_BY_KEY}={MANAGED_BY}") == 0
@@ -190,7 +190,7 @@ def test_watch_survives_drops_and_expired_resource_version(
     assert result.watch_relisted >= 1
     assert result.watch_restarts >= 1
     assert result.accepted, result.reason
-    assert len(result.latencies_s) == 3
+    assert len(result.summary.latencies_s) == 3
 
 
 def test_namespace_not_owned_is_refused(cluster: Cluster, lab_profile: NodeProfile) -> None:

@@ -119,7 +119,7 @@ def test_round_parts_add_up_and_the_node_is_clean_between_rounds(
         # the measured span and the two gaps cover the round from entry to return
         assert result.entered_mono is not None and result.returned_mono is not None
         span = result.returned_mono - result.entered_mono
-        measured = (result.batch_ready_s or 0.0) + result.observe_s
+        measured = (result.summary.batch_ready_s or 0.0) + result.observe_s
         gaps = row["gap_after_s"] + row["gap_before_s"] - laps.get(("before", "sweep"), 0.0)
         assert measured + gaps == pytest.approx(span, abs=0.6)
         # the node side: never more sandboxes removed than the round had pods (the kubelet's
