@@ -8,8 +8,10 @@ asked; the kubelet's own counts say what it got (the API server's and etcd's tim
 node's cores comes on top; a retry gate measured where no write failed measures nothing).
 Medians and counts only; no intervals.
 
-A run with neither setting (the default) and no failed write gets no line: its kubelet's
-round trip is in the kubelet stage table as for any run.
+A run whose kubelet reached the API server through the lab's proxy gets the line at 0 ms too
+(a control run at 0 ms is what a delayed run is compared with: both say the same things). A run
+with no proxy recorded (not the lab, or a lab from before the proxy) and no failed write gets
+no line: its kubelet's round trip is in the kubelet stage table as for any run.
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ def failed_writes(data: RunData) -> tuple[FailedWrites, ...]:
 
 def api_path_method(data: RunData) -> tuple[str, ...]:
     """One Method line per node whose kubelet reached the API server through the lab's
-    proxy with a delay or faults set (or whose proxy could not be read at the run's start),
-    or whose status writes failed in an analysed round."""
+    proxy (with a delay, faults or neither; or whose proxy could not be read at the run's
+    start), or whose status writes failed in an analysed round."""
     envs = data.env.get("nodes")
     per_node = envs if isinstance(envs, dict) and envs else {"": data.env}
     trips, failures = round_trips(data), failed_writes(data)
@@ -144,7 +146,9 @@ def api_path_method(data: RunData) -> tuple[str, ...]:
             texts.append(_failed_text(failed))
         if texts:
             where = f" on {node}" if node else ""
-            lines.append(f"API path{where}: " + " ".join(_sentence(t) for t in texts))
+            # "API path: the kubelet reached ... The proxy cut ...": later sentences capitalized
+            said = [_sentence(t if i == 0 else t[:1].upper() + t[1:]) for i, t in enumerate(texts)]
+            lines.append(f"API path{where}: " + " ".join(said))
     return tuple(lines)
 
 
@@ -189,7 +193,12 @@ def _setting_text(setting: Any) -> str | None:
         )
     ms, jitter = _ms(setting.get("ms")), _ms(setting.get("jitter_ms"))
     if not ms and not jitter:
-        return None
+        if not setting.get("through"):
+            return None
+        return (
+            "the kubelet reached the API server through the lab's proxy adding no delay "
+            "(--api-latency 0); the pod generator and watcher used the direct path"
+        )
     return (
         f"the kubelet reached the API server through a latency proxy adding {ms:g} ms "
         f"(jitter {jitter:g} ms) to each response, as set at the run's start; the pod "
