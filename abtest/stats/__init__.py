@@ -13,7 +13,7 @@ from abtest.stats.attribution import (
 from abtest.stats.compare import Comparison, compare, compare_pair, uncomparable
 from abtest.stats.contrast import ContrastEstimate, estimate_contrast
 from abtest.stats.factorial import FactorialEffect, FactorialEffects, factorial_effects
-from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE
+from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE, Pair
 from abtest.stats.intervals import TIntervals, holm, one_sample_t, welch_contrast, welch_t
 from abtest.stats.percentiles import nearest_rank
 from abtest.stats.regression import Decision, Verdict, overall_verdict, regression_decision
@@ -31,6 +31,7 @@ __all__ = [
     "FactorialEffect",
     "FactorialEffects",
     "NonAdditivity",
+    "Pair",
     "ShareMethod",
     "TIntervals",
     "Verdict",

@@ -34,7 +34,7 @@ import pandas as pd
 from abtest.errors import UserError
 from abtest.stats.compare import Comparison, compare_pair
 from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import check_rounds, rows_for
+from abtest.stats.frame import Pair, check_rounds, rows_for
 from abtest.stats.intervals import check_confidence, holm
 
 ShareMethod = Literal["shapley", "approximate", "unavailable"]
@@ -113,14 +113,7 @@ def attribution(
     combined_arm = by_set.get(all_on)
 
     def pair(base: str, treatment: str) -> Comparison:
-        return compare_pair(
-            rounds,
-            baseline=base,
-            treatment=treatment,
-            size=size,
-            metric=metric,
-            confidence=confidence,
-        )
+        return compare_pair(rounds, Pair(base, treatment, size, metric, confidence))
 
     singles = {f: by_set.get(frozenset({f})) for f in factors}
     leave_outs = {f: by_set.get(all_on - {f}) for f in factors}

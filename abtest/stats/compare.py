@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from abtest.stats.contrast import ContrastEstimate, estimate_contrast
+from abtest.stats.contrast import ContrastEstimate, Scale, estimate_contrast
 from abtest.stats.frame import (
     SIZE,
+    Pair,
     check_baseline,
     check_rounds,
-    check_two_arms,
     finite,
     rows_for,
     sizes_of,
@@ -124,15 +124,7 @@ def compare(
     results: list[Comparison] = []
     for size, arms in vs_baseline(rounds, baseline):
         table = [
-            compare_pair(
-                rounds,
-                baseline=baseline,
-                treatment=arm,
-                size=size,
-                metric=metric,
-                confidence=confidence,
-            )
-            for arm in arms
+            compare_pair(rounds, Pair(baseline, arm, size, metric, confidence)) for arm in arms
         ]
         adjusted = holm([c.p_value for c in table])
         results.extend(
@@ -153,66 +145,41 @@ def uncomparable(rounds: pd.DataFrame, *, baseline: str) -> list[tuple[str, int]
 
 
 def compare_pair(
-    rounds: pd.DataFrame,
-    *,
-    baseline: str,
-    treatment: str,
-    size: int,
-    metric: str,
-    confidence: float = 0.95,
-    history: pd.DataFrame | None = None,
+    rounds: pd.DataFrame, pair: Pair, *, history: pd.DataFrame | None = None
 ) -> Comparison:
-    """``treatment`` vs ``baseline`` at one size (a table of one: ``p_adjusted == p_value``);
-    ``history``, the node's earlier rounds, informs the metric's resolution only."""
-    comparison, _ = compare_pair_with_saving(
-        rounds,
-        baseline=baseline,
-        treatment=treatment,
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        history=history,
-    )
+    """``pair.treatment`` vs ``pair.baseline`` at one size (a table of one: ``p_adjusted ==
+    p_value``); ``history``, the node's earlier rounds, informs the metric's resolution only."""
+    comparison, _ = compare_pair_with_saving(rounds, pair, history=history)
     return comparison
 
 
 def compare_pair_with_saving(
-    rounds: pd.DataFrame,
-    *,
-    baseline: str,
-    treatment: str,
-    size: int,
-    metric: str,
-    confidence: float = 0.95,
-    history: pd.DataFrame | None = None,
+    rounds: pd.DataFrame, pair: Pair, *, history: pd.DataFrame | None = None
 ) -> tuple[Comparison, ContrastEstimate]:
     """``compare_pair``, and the contrast in seconds (``B - T``) its ``savings_s`` and
     ``savings_ci`` are, for a caller that also wants that scale's p-value (the comparison's
     ``p_value`` tests the ratio on the log scale)."""
-    check_confidence(confidence)
+    baseline, treatment, size, metric = pair.baseline, pair.treatment, pair.size, pair.metric
+    check_confidence(pair.confidence)
     check_rounds(rounds, metric)
-    check_two_arms(baseline, treatment, metric=metric, size=size)
+    pair.check_two_arms()
     base = rows_for(rounds, baseline, size)[metric].to_numpy(dtype=np.float64)
     treat = rows_for(rounds, treatment, size)[metric].to_numpy(dtype=np.float64)
+
     # Same rows and same pairing for both scales, so the method is the same for both.
-    savings = estimate_contrast(
-        rounds,
-        coefficients={baseline: 1.0, treatment: -1.0},
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        scale="raw",
-        history=history,
-    )
-    log_ratio = estimate_contrast(
-        rounds,
-        coefficients={treatment: 1.0, baseline: -1.0},
-        size=size,
-        metric=metric,
-        confidence=confidence,
-        scale="log",
-        history=history,
-    )
+    def contrast(first: str, second: str, scale: Scale) -> ContrastEstimate:
+        return estimate_contrast(
+            rounds,
+            coefficients={first: 1.0, second: -1.0},
+            size=size,
+            metric=metric,
+            confidence=pair.confidence,
+            scale=scale,
+            history=history,
+        )
+
+    savings = contrast(baseline, treatment, "raw")
+    log_ratio = contrast(treatment, baseline, "log")
     # The saving is a difference of these means exactly (complete blocks when paired).
     matched = dict(savings.arm_means)
     ratio_ci, pct_ci = ratio_and_pct_ci(log_ratio.ci)
@@ -222,7 +189,7 @@ def compare_pair_with_saving(
         baseline=baseline,
         size=int(size),
         metric=metric,
-        confidence=confidence,
+        confidence=pair.confidence,
         n_baseline=int(base.size),
         n_treatment=int(treat.size),
         n_pairs=log_ratio.n_blocks,

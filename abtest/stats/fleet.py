@@ -58,7 +58,7 @@ import pandas as pd
 import scipy.stats as sps
 
 from abtest.errors import UserError
-from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, check_two_arms, vs_baseline
+from abtest.stats.frame import ARM, BLOCK, SIZE, Pair, check_rounds, vs_baseline
 from abtest.stats.intervals import RELATIVE_TOLERANCE, check_confidence, holm
 
 NODE = "node"
@@ -185,20 +185,14 @@ def welch_nodes(
     return WelchNodes(f_stat, df2, p_het, est, est - crit * se, est + crit * se, p_c, df)
 
 
-def node_interaction(
-    rounds: pd.DataFrame,
-    *,
-    baseline: str,
-    treatment: str,
-    size: int,
-    metric: str,
-    confidence: float = 0.95,
-) -> NodeInteraction:
-    """The node x arm interaction of ``treatment`` vs ``baseline`` at ``size``.
+def node_interaction(rounds: pd.DataFrame, pair: Pair) -> NodeInteraction:
+    """The node x arm interaction of ``pair.treatment`` vs ``pair.baseline`` at its size.
 
     ``rounds`` needs columns ``arm``, ``size``, ``node``, ``block`` (the block within its node)
     and ``metric``.
     """
+    baseline, treatment, size, metric = pair.baseline, pair.treatment, pair.size, pair.metric
+    confidence = pair.confidence
     check_confidence(confidence)
     check_rounds(rounds, metric)
     missing = [c for c in (NODE, BLOCK) if c not in rounds.columns]
@@ -208,7 +202,7 @@ def node_interaction(
             "node x arm interaction",
             "give every round its node and its block within that node",
         )
-    check_two_arms(baseline, treatment, metric=metric, size=size)
+    pair.check_two_arms()
     every = _log_ratios_by_node(rounds, baseline, treatment, size, metric)
     left_out = tuple(n for n, d in every.items() if d.size < 2)
     per_node = {n: d for n, d in every.items() if d.size >= 2}
@@ -288,16 +282,7 @@ def node_interactions(
     out = []
     for size, arms in vs_baseline(rounds, baseline):
         for arm in arms:
-            out.append(
-                node_interaction(
-                    rounds,
-                    baseline=baseline,
-                    treatment=arm,
-                    size=size,
-                    metric=metric,
-                    confidence=confidence,
-                )
-            )
+            out.append(node_interaction(rounds, Pair(baseline, arm, size, metric, confidence)))
     return out
 
 

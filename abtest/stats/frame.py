@@ -7,6 +7,8 @@ paired) and one column per metric, in seconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -41,15 +43,27 @@ def check_rounds(rounds: pd.DataFrame, metric: str) -> None:
         )
 
 
-def check_two_arms(baseline: str, treatment: str, *, metric: str, size: int) -> None:
-    """Raise UserError when one arm stands on both sides of a comparison: a contrast of an arm
-    with itself collapses to one arm's mean, which is never printed as a saving."""
-    if baseline == treatment:
-        raise UserError(
-            f"the same arm {baseline!r} on both sides of a comparison",
-            f"{metric} at size {size}",
-            "compare two different arms",
-        )
+@dataclass(frozen=True)
+class Pair:
+    """What one comparison compares: ``treatment`` against ``baseline`` at one ``size`` (pods
+    per batch) on one ``metric``, its intervals at ``confidence``. Every function of one pair
+    of arms takes this, so the five travel together and are checked in one place."""
+
+    baseline: str
+    treatment: str
+    size: int
+    metric: str
+    confidence: float = 0.95
+
+    def check_two_arms(self) -> None:
+        """Raise UserError when one arm stands on both sides: a contrast of an arm with itself
+        collapses to one arm's mean, which is never printed as a saving."""
+        if self.baseline == self.treatment:
+            raise UserError(
+                f"the same arm {self.baseline!r} on both sides of a comparison",
+                f"{self.metric} at size {self.size}",
+                "compare two different arms",
+            )
 
 
 def has_blocks(rounds: pd.DataFrame) -> bool:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from abtest.stats.compare import Comparison, compare_pair_with_saving
 from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import ARM, BLOCK, SIZE, arm_order, check_baseline, sizes_of
+from abtest.stats.frame import ARM, BLOCK, SIZE, Pair, arm_order, check_baseline, sizes_of
 from abtest.stats.intervals import check_confidence, holm
 
 ItemKind = Literal["phase", "stage"]
@@ -182,12 +182,7 @@ def where_time_went(
             if arm == baseline:
                 continue
             batch, seconds = compare_pair_with_saving(
-                rounds,
-                baseline=baseline,
-                treatment=arm,
-                size=size,
-                metric=metric,
-                confidence=confidence,
+                rounds, Pair(baseline, arm, size, metric, confidence)
             )
             clear = batch.savings_ci is not None and (
                 batch.savings_ci[0] > 0 or batch.savings_ci[1] < 0

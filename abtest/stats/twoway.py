@@ -33,7 +33,7 @@ import pandas as pd
 from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
 from abtest.stats.compare import Comparison, compare_pair
 from abtest.stats.contrast import ContrastEstimate, Scale, estimate_contrast
-from abtest.stats.frame import ARM, BLOCK, SIZE, check_rounds, has_blocks
+from abtest.stats.frame import ARM, BLOCK, SIZE, Pair, check_rounds, has_blocks
 from abtest.stats.intervals import (
     check_confidence,
     holm,
@@ -186,14 +186,7 @@ def two_way(
         for pod_on in (False, True):
             without, with_ = four[(pod_on, WITHOUT)], four[(pod_on, WITH)]
             if without in ran and with_ in ran:
-                c = compare_pair(
-                    rounds,
-                    baseline=without,
-                    treatment=with_,
-                    size=size,
-                    metric=metric,
-                    confidence=confidence,
-                )
+                c = compare_pair(rounds, Pair(without, with_, size, metric, confidence))
                 table.append((label[pod_on], c))
         # Holm across the levels of one size: "the settings help at this runtime" is asked
         # once per level, and the family is this size's row of per-level savings.

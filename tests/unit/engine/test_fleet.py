@@ -27,7 +27,7 @@ from abtest.engine.sweep import SweepOptions, run_sweep
 from abtest.engine.sweep_plan import SweepPlan, build_plan
 from abtest.engine.sweep_run import done_keys
 from abtest.errors import ApplyFailed, NodeError, UserError
-from abtest.stats import fleet
+from abtest.stats import Pair, fleet
 from abtest.stats.fleet import (
     DF_CORRECTION,
     EACH_VS_REST,
@@ -53,7 +53,7 @@ def test_two_nodes_difference_of_log_ratios_is_welch_with_each_nodes_own_varianc
     rounds = _frame(
         {"a": [(2.0, 1.6), (2.2, 1.9), (2.1, 1.7)], "b": [(2.0, 2.0), (2.4, 2.3), (1.9, 1.95)]}
     )
-    got = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    got = node_interaction(rounds, Pair("baseline", "x", 10, "m"))
     da = np.log([1.6 / 2.0, 1.9 / 2.2, 1.7 / 2.1])
     db = np.log([2.0 / 2.0, 2.3 / 2.4, 1.95 / 1.9])
     diff = da.mean() - db.mean()
@@ -92,12 +92,12 @@ def test_three_nodes_heterogeneity_is_welchs_anova_and_each_vs_rest_is_holm(
     d = {n: np.log([t / b for b, t in effects[n]]) for n in effects}
     # Without the df correction the test is exactly scipy's Welch one-way ANOVA.
     monkeypatch.setattr(fleet, "DF_CORRECTION", 1.0)
-    plain = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    plain = node_interaction(rounds, Pair("baseline", "x", 10, "m"))
     anova = sps.f_oneway(d["a"], d["b"], d["c"], equal_var=False)
     assert plain.f_stat == pytest.approx(anova.statistic)
     assert plain.p_value == pytest.approx(anova.pvalue)
     monkeypatch.undo()
-    got = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    got = node_interaction(rounds, Pair("baseline", "x", 10, "m"))
     assert got.method == EACH_VS_REST
     assert got.f_stat is not None and plain.f_stat is not None
     assert got.f_stat <= plain.f_stat  # same statistic shrunk by a larger weights correction
@@ -132,23 +132,18 @@ def test_blocks_pair_within_a_node_only_and_repeated_rounds_average_on_the_log_s
         4.0,
         1.0,
     ]
-    got = node_interaction(rounds, baseline="baseline", treatment="x", size=10, metric="m")
+    got = node_interaction(rounds, Pair("baseline", "x", 10, "m"))
     assert got.n_pairs == (2, 2)
     # node a: log ratios log(1/2), log(2/4); b: 0, 0 -> no within-node variation at all
     assert got.contrasts == () and "no variation" in got.note
 
 
 def test_no_interval_without_two_nodes_or_within_node_freedom() -> None:
-    one = node_interaction(
-        _frame({"a": [(2, 1), (2, 1.1)]}), baseline="baseline", treatment="x", size=10, metric="m"
-    )
+    one = node_interaction(_frame({"a": [(2, 1), (2, 1.1)]}), Pair("baseline", "x", 10, "m"))
     assert one.contrasts == () and one.p_value is None and "1 node" in one.note
     single_blocks = node_interaction(
         _frame({"a": [(2, 1)], "b": [(2, 1.5)]}),
-        baseline="baseline",
-        treatment="x",
-        size=10,
-        metric="m",
+        Pair("baseline", "x", 10, "m"),
     )
     assert single_blocks.contrasts == () and "one block per node" in single_blocks.note
 
@@ -185,9 +180,7 @@ def test_interaction_interval_covers_the_true_difference_93_to_97_percent() -> N
                 ]
                 for i, n in enumerate(("a", "b"))
             }  # fmt: skip
-            got = node_interaction(
-                _frame(logs), baseline="baseline", treatment="x", size=10, metric="m"
-            )
+            got = node_interaction(_frame(logs), Pair("baseline", "x", 10, "m"))
             ci = got.contrasts[0].difference_ci
             assert ci is not None
             hits += ci[0] <= 0.1 <= ci[1]

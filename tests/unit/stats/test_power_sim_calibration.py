@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from coarse_data import history, rounds
 
-from abtest.stats import compare_pair
+from abtest.stats import Pair, compare_pair
 from abtest.stats.intervals import FloatArray
 from abtest.stats.power import noise_from_history, paired_power
 from abtest.stats.power_sim import detects, plan_from_rounds, power_for
@@ -133,7 +133,7 @@ def test_detects_is_what_compare_prints(mode: str) -> None:
     for i in range(cells.shape[0]):
         frame = pd.DataFrame({"arm": ["ref"] * 4 + ["cand"] * 4, "size": 10,
                               "block": [*range(4)] * 2, "m": cells[i].T.ravel()})  # fmt: skip
-        c = compare_pair(frame, baseline="ref", treatment="cand", size=10, metric="m")
+        c = compare_pair(frame, Pair("ref", "cand", 10, "m"))
         shown = c.pct_ci is not None and (c.pct_ci[0] > 0 or c.pct_ci[1] < 0)
         assert shown == bool(found[i]), (i, c.note)
 

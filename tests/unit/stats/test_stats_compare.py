@@ -11,6 +11,7 @@ from scipy import stats as sps
 
 from abtest.errors import UserError
 from abtest.stats import (
+    Pair,
     compare,
     compare_pair,
     holm,
@@ -284,9 +285,7 @@ def test_incomplete_block_is_left_out_and_repeats_averaged() -> None:
     rounds = rounds[~((rounds.arm == "treat") & (rounds.block == 4))]
     repeat = pd.DataFrame([{"arm": "treat", "size": 50, "block": 1, "batch_ready_s": 1.2}])
     rounds = pd.concat([rounds, repeat], ignore_index=True)
-    result = compare_pair(
-        rounds, baseline="baseline", treatment="treat", size=50, metric="batch_ready_s"
-    )
+    result = compare_pair(rounds, Pair("baseline", "treat", 50, "batch_ready_s"))
     assert result.n_pairs == 3 and result.n_treatment == 4
     assert "left out" in result.note and "averaged" in result.note
     # Block 1: treat averages (1.0 + 1.2) / 2 = 1.1; differences 0.9, 0.5, 2.0.

@@ -22,7 +22,7 @@ from abtest.report import build_tables, render_markdown
 from abtest.report.fmt import SENSITIVITY_HEADER, SENSITIVITY_NOTE
 from abtest.report.html import render_html
 from abtest.report.tidy import to_json
-from abtest.stats import compare_pair
+from abtest.stats import Pair, compare_pair
 from abtest.stats.power import (
     DEFAULT_SD_LOG_DIFF,
     achieved,
@@ -135,14 +135,13 @@ def test_achieved_mde_is_the_runs_own_paired_noise() -> None:
     treat = base * np.exp(rng.normal(0.0, 0.06, n))
     frame = pd.DataFrame({"arm": ["b"] * n + ["t"] * n, "size": 10, "block": [*range(n)] * 2,
                           "batch_ready_s": [*base, *treat]})  # fmt: skip
-    c = compare_pair(frame, baseline="b", treatment="t", size=10, metric="batch_ready_s")
+    c = compare_pair(frame, Pair("b", "t", 10, "batch_ready_s"))
     found = achieved(c)
     assert found is not None and found.n_blocks == n
     sd = float(np.std(np.log(treat) - np.log(base), ddof=1))
     assert found.sd_log_diff == pytest.approx(sd, rel=1e-9)
     assert found.mde_log == pytest.approx(mde_log(sd, n, 0.95), rel=1e-9)
-    unpaired = compare_pair(frame.drop(columns="block"), baseline="b", treatment="t", size=10,
-                            metric="batch_ready_s")  # fmt: skip
+    unpaired = compare_pair(frame.drop(columns="block"), Pair("b", "t", 10, "batch_ready_s"))
     assert achieved(unpaired) is None
 
 
@@ -264,7 +263,7 @@ def test_analyze_terminal_and_json_carry_the_achieved_mde(
         + "".join(f"fast,10,{b},{v}\n" for b, v in enumerate((1.9, 2.25, 2.0, 2.1)))
     )
     frame = pd.read_csv(rounds)
-    c = compare_pair(frame, baseline="baseline", treatment="fast", size=10, metric="batch_ready_s")
+    c = compare_pair(frame, Pair("baseline", "fast", 10, "batch_ready_s"))
     found = achieved(c)
     assert found is not None and c.pct_ci is not None and c.pct_ci[0] < 0 < c.pct_ci[1]
     env = {"COLUMNS": "200", "NO_COLOR": "1"}

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from abtest.errors import NO_VARIATION, TOO_SMALL, UserError
-from abtest.stats import compare, compare_pair, regression_decision
+from abtest.stats import Pair, compare, compare_pair, regression_decision
 
 BLOCKS = np.array([4.0, 4.37, 3.91, 4.13, 4.61, 3.77])
 
@@ -37,7 +37,7 @@ def _frame(
 def test_compare_pair_refuses_the_same_arm_on_both_sides() -> None:
     rounds = _frame(BLOCKS, BLOCKS * 0.9)
     with pytest.raises(UserError, match="same arm"):
-        compare_pair(rounds, baseline="b", treatment="b", size=50, metric="batch_ready_s")
+        compare_pair(rounds, Pair("b", "b", 50, "batch_ready_s"))
 
 
 def test_regression_decision_refuses_the_same_arm_on_both_sides() -> None:

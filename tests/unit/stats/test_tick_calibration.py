@@ -33,7 +33,7 @@ from tick_data import ticked
 
 from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import decide, look_schedule
-from abtest.stats import compare_pair
+from abtest.stats import Pair, compare_pair
 from abtest.stats.contrast import metric_step
 from abtest.stats.intervals import FloatArray
 from abtest.stats.regress_sim import regress_codes
@@ -170,15 +170,14 @@ def test_the_resolution_is_the_whole_runs() -> None:
     """Two blocks on one tick show no grid of their own (too few values for jitter); the run's
     other size, or the node's history, does, and the comparison is refused with the reason."""
     own = _frame({"b": [3.012, 3.004], "t": [3.009, 3.001]})
-    alone = compare_pair(own, baseline="b", treatment="t", size=10, metric="m")
+    alone = compare_pair(own, Pair("b", "t", 10, "m"))
     assert alone.pct_ci is not None  # no grid shown by four values: the plain t
     other = _frame({"b": [5.01, 6.02, 5.99, 6.0], "t": [6.01, 7.0, 6.02, 5.01]}, size=20)
     run = pd.concat([own, other], ignore_index=True)
     assert metric_step(run, own, "m", None) == 1.0
-    refused = compare_pair(run, baseline="b", treatment="t", size=10, metric="m")
+    refused = compare_pair(run, Pair("b", "t", 10, "m"))
     assert refused.pct_ci is None and GRID_REASON in refused.pct_note
-    from_history = compare_pair(own, baseline="b", treatment="t", size=10, metric="m",
-                                history=other)  # fmt: skip
+    from_history = compare_pair(own, Pair("b", "t", 10, "m"), history=other)
     assert from_history.pct_ci is None and GRID_REASON in from_history.pct_note
     (gate,) = decide(own, reference="b", candidate="t", sizes=[10], metrics=["m"],
                      margin_pct=5.0, confidence=0.95, history=other)  # fmt: skip
