@@ -2,13 +2,13 @@
 detached on the host, verification through the API server only.
 
 A kubelet restart cuts every exec stream, and a kubelet that does not come back cannot be
-reached through a pod at all. So before each restart :func:`arm` starts a small shell script
-on the host (:data:`TIMER_SCRIPT`, its values passed as arguments, never spliced into it) that
-sleeps ``pod.deadman_s`` and then, unless abtest has disarmed it, puts the node's kept
-originals back (``<config>.abtest-original`` and ``<binary>.abtest-original``, the copies
-``abtest node restore`` restores from) and runs the profile's restart command. It needs
-nothing from the controller: a controller SIGKILLed in the middle of a restart leaves a node
-that comes back by itself. abtest disarms it only after the restarted kubelet is verified
+reached through a pod at all. So before each restart (abtest.node.restart) :func:`arm` starts a
+small shell script on the host (:data:`TIMER_SCRIPT`, its values passed as arguments, never
+spliced into it) that sleeps ``pod.deadman_s`` and then, unless abtest has disarmed it, puts
+the node's kept originals back (``<config>.abtest-original`` and ``<binary>.abtest-original``,
+the copies ``abtest node restore`` restores from) and runs the profile's restart command. It
+needs nothing from the controller: a controller SIGKILLed in the middle of a restart leaves a
+node that comes back by itself. abtest disarms it only after the restarted kubelet is verified
 (node Ready with a fresh heartbeat, ``/configz`` and the feature metric, all through the API
 server); an exec's exit status is never taken as proof.
 
@@ -26,19 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from abtest.cluster.client import Cluster
 from abtest.config.playbook import NodeProfile
 from abtest.errors import NodeError
 from abtest.node.connection import Connection
-from abtest.node.health import (
-    BeforeRestart,
-    Expectation,
-    HealthFailed,
-    HealthReport,
-    HealthWaiter,
-)
 from abtest.node.session import NodeSession
-from abtest.process.stop import SignalGuard, sleep
+from abtest.process.stop import sleep
 
 # Leave the pod's cgroups (v1: every hierarchy's root; v2: the root), so nothing started from
 # here is killed with the pod or counted against it. Then run "$@" in a new session, all its
@@ -181,42 +173,6 @@ def restart_detached(session: NodeSession, progress: Callable[[str], None]) -> N
         detach(session.ssh, log, ["sh", "-c", script, "abtest-restart", profile.restart_command])
     except NodeError as exc:
         progress(f"the exec that started the restart ended early ({exc}); verifying")
-
-
-def restart_and_wait(
-    profile: NodeProfile,
-    session: NodeSession,
-    cluster: Cluster,
-    expectations: list[Expectation],
-    config_text: str,
-    *,
-    guard: SignalGuard,
-    timeout: float,
-    progress: Callable[[str], None],
-) -> tuple[HealthReport, float]:
-    """:func:`abtest.node.restart.restart_and_wait` for a node reached through a pod."""
-    before = BeforeRestart.read(session, cluster, profile, config_text)
-    with guard.shield():  # never a restart without its timer, nor a timer left unstarted
-        timer = arm(session)
-        progress(
-            f"dead-man timer armed on the node (pid {timer.pid}, {timer.delay_s:g} s); "
-            f"restarting the kubelet detached ({profile.restart_command})"
-        )
-        mono = time.monotonic()
-        restart_detached(session, progress)
-    restart_s = time.monotonic() - mono
-    try:
-        report = HealthWaiter(session, cluster, profile).wait(
-            expectations, before, restarted_mono=mono, timeout=timeout
-        )
-    except HealthFailed:
-        progress("restart not verified; the dead-man timer puts the originals back by itself")
-        wait_for_timer(session, timer, timeout)
-        raise
-    with guard.shield():
-        disarm(session, timer)
-    progress(f"healthy: {report.timings()} (through the API server); timer disarmed")
-    return report, restart_s
 
 
 def wait_for_timer(session: NodeSession, timer: Timer, timeout: float) -> bool:

@@ -18,7 +18,7 @@ from abtest.cluster import node_pods
 from abtest.cluster.node_pods import ExecCut, ExecOutcome, ExecTimeout, PodSpec
 from abtest.config.playbook import load_profile
 from abtest.errors import ClusterError, ConfigError, NodeError, UserError
-from abtest.node import deadman, health, pod_transport
+from abtest.node import deadman, health, pod_transport, restart
 from abtest.node.connection import Connection
 from abtest.node.pod_transport import NSENTER, PodConnection, controller_id
 
@@ -409,7 +409,7 @@ def _restart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy: bool) -> 
     session: Any = type("S", (), {"profile": profile})()
     cluster: Any = object()
     try:
-        deadman.restart_and_wait(
+        restart.restart_and_wait(
             profile,
             session,
             cluster,
