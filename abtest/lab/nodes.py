@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from abtest.config import datafiles
 from abtest.errors import LabError, UserError
@@ -163,12 +163,12 @@ class NodeStatus:
         return all(pid is not None for pid in self.running.values())
 
     def as_json(self) -> dict[str, object]:
+        """Every field (a new one shows in `lab status --json` by itself), with the per-
+        component pids and health as one ``components`` map."""
+        fields = {k: v for k, v in asdict(self).items() if k != "running"}
         return {
-            "name": self.name,
-            "index": self.index,
-            "profile": self.profile,
+            **fields,
             "up": self.up,
-            "ready": self.ready,
             "healthy": all(self.healthy.values()),
             "components": {
                 n: {
@@ -178,11 +178,6 @@ class NodeStatus:
                 }
                 for n in components.NODE_COMPONENTS
             },
-            "runtime_handlers": list(self.runtime_handlers),
-            "runtime_handlers_error": self.runtime_handlers_error,
-            "kubelet_version": self.kubelet_version,
-            "containerd_version": self.containerd_version,
-            "containerd_version_error": self.containerd_version_error,
         }
 
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 import urllib.error
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from abtest.errors import LabError
@@ -348,17 +348,7 @@ class SystemdNodeStatus:
         return self.up and all(s == "active" for s in self.units.values())
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "profile": self.profile,
-            "init_pid": self.init_pid,
-            "nspawn_pid": self.nspawn_pid,
-            "units": dict(self.units),
-            "up": self.up,
-            "healthy": self.healthy,
-            "ready": self.ready,
-            "kubelet_version": self.kubelet_version,
-        }
+        return {**asdict(self), "up": self.up, "healthy": self.healthy}
 
 
 def node_status(paths: Paths, ports: dict[str, int], api_ok: bool) -> SystemdNodeStatus:

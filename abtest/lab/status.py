@@ -3,7 +3,7 @@ that is not up left behind."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from abtest.errors import LabError
 from abtest.lab import components, layout, residue, runtimes, sdnode_run
@@ -56,28 +56,19 @@ class LabStatus:
     api_faults_kib: int = 0  # `up --api-faults`: the proxy's connection cuts (0: none)
 
     def as_json(self) -> dict[str, object]:
+        """Every field (a new one shows in `lab status --json` by itself); the release as
+        ``kubernetes``, the components as one map, each node as its own ``as_json``."""
+        nested = ("release", "components", "nodes", "systemd_node")
+        fields = {k: v for k, v in asdict(self).items() if k not in nested}
         return {
-            "up": self.up,
-            "ready": self.ready,
+            **fields,
             "kubernetes": self.release,
-            "api_server_version": self.api_server_version,
-            "kubelet_builds": list(self.kubelet_builds),
-            "node": self.node,
-            "kubeconfig": self.kubeconfig,
-            "ssh_target": self.ssh_target,
             "components": {
                 c.name: {"pid": c.pid, "running": c.running, "healthy": c.healthy}
                 for c in self.components
             },
             "nodes": [n.as_json() for n in self.nodes],
             "systemd_node": self.systemd_node.as_json() if self.systemd_node else None,
-            "api_latency_ms": self.api_latency_ms,
-            "api_jitter_ms": self.api_jitter_ms,
-            "api_faults_kib": self.api_faults_kib,
-            "runtime_classes": dict(self.runtime_classes),
-            "runtime_classes_error": self.runtime_classes_error,
-            "left_behind": list(self.left_behind),
-            "kept": list(self.kept),
         }
 
 
