@@ -3,8 +3,9 @@
 :class:`abtest.node.ssh.Connection` (paramiko) is the real one; a test passes a fake
 (:class:`abtest.testing.FakeConnection` runs the commands on this machine). Every node module
 that takes a connection is typed against this protocol, so nothing above the SSH seam needs
-paramiko. :class:`Result` (one command's outcome) and :class:`FileStat` (one file's owner, mode
-and size) are what a connection answers.
+paramiko. Its commands half, :class:`Commands`, is written once: each connection class
+subclasses it and supplies only ``execute``. :class:`Result` (one command's outcome) and
+:class:`FileStat` (one file's owner, mode and size) are what a connection answers.
 """
 
 from __future__ import annotations
@@ -58,16 +59,10 @@ class Endpoint(Protocol):
     def describe(self) -> str: ...
 
 
-class Connection(Protocol):
-    """A connection to one node: argv commands, trusted shell lines, files."""
-
-    @property
-    def endpoint(self) -> Endpoint: ...
-
-    @property
-    def connected(self) -> bool:
-        """True while an open connection is known to be alive (no probe)."""
-        ...
+class Commands(Protocol):
+    """How a connection runs commands, written once: a connection class subclasses this and
+    supplies :meth:`execute`; :meth:`run` checks the argv here (never shell syntax) and
+    :meth:`run_shell` runs a trusted line as ``sh -c``, the line itself what messages show."""
 
     def run(
         self,
@@ -78,7 +73,11 @@ class Connection(Protocol):
         stdin: bytes | None = None,
     ) -> Result:
         """Run one program with arguments (each one quoted: never shell syntax)."""
-        ...
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        if any("\x00" in a for a in argv):
+            raise ValueError("an argument contains a NUL byte")
+        return self.execute(argv, shlex.join(argv), sudo=sudo, timeout=timeout, stdin=stdin)
 
     def run_shell(
         self,
@@ -89,6 +88,26 @@ class Connection(Protocol):
         stdin: bytes | None = None,
     ) -> Result:
         """Run a trusted command line (the profile's own) through ``sh -c``."""
+        argv = ["sh", "-c", command]
+        return self.execute(argv, command, sudo=sudo, timeout=timeout, stdin=stdin)
+
+    def execute(
+        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
+    ) -> Result:
+        """Run ``argv`` (checked, or ``sh -c`` and a trusted line); ``shown`` names it."""
+        raise NotImplementedError
+
+
+class Connection(Commands, Protocol):
+    """A connection to one node: argv commands and trusted shell lines (:class:`Commands`),
+    files."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    @property
+    def connected(self) -> bool:
+        """True while an open connection is known to be alive (no probe)."""
         ...
 
     def read_bytes(self, path: str, *, sudo: bool = False) -> bytes: ...
@@ -106,40 +125,3 @@ class Connection(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class Commands:
-    """:meth:`Connection.run` and :meth:`Connection.run_shell` for a connection class, which
-    supplies :meth:`execute`: the argv is checked here (never shell syntax), the shell line
-    runs as ``sh -c`` with the line itself as what messages show."""
-
-    def run(
-        self,
-        argv: list[str],
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
-    ) -> Result:
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
-        if any("\x00" in a for a in argv):
-            raise ValueError("an argument contains a NUL byte")
-        return self.execute(argv, shlex.join(argv), sudo=sudo, timeout=timeout, stdin=stdin)
-
-    def run_shell(
-        self,
-        command: str,
-        *,
-        sudo: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        stdin: bytes | None = None,
-    ) -> Result:
-        argv = ["sh", "-c", command]
-        return self.execute(argv, command, sudo=sudo, timeout=timeout, stdin=stdin)
-
-    def execute(
-        self, argv: list[str], shown: str, *, sudo: bool, timeout: float, stdin: bytes | None
-    ) -> Result:
-        """Run ``argv`` (checked, or ``sh -c`` and a trusted line); ``shown`` names it."""
-        raise NotImplementedError
