@@ -11,8 +11,8 @@ from abtest.config.playbook import Playbook
 from abtest.engine.regress_rounds import decide, look_schedule
 from abtest.stats import overall_verdict
 from abtest.stats.intervals import FloatArray
+from abtest.stats.regress_decision import Decision
 from abtest.stats.regress_sim import regress_codes
-from abtest.stats.regression import Decision
 
 VERDICTS = {0: "PASS", 1: "INCONCLUSIVE", 2: "FAIL"}
 

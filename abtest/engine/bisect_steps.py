@@ -28,7 +28,7 @@ from abtest.engine.sweep_nodes import NodeKit
 from abtest.engine.sweep_plan import SweepPlan, check_plan_size, check_pod_renders
 from abtest.stats import overall_verdict
 from abtest.stats.bisect import MORE, StepLook, cells_of, step_look
-from abtest.stats.regression import Decision
+from abtest.stats.regress_decision import Decision
 from abtest.store.db import Store
 
 T = TypeVar("T")

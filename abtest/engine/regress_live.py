@@ -1,7 +1,7 @@
 """The regression gate measured live: reference and candidate node states as the two arms
 of the sweep engine, in randomized blocks, looking at fixed block counts and adding blocks
 while the verdict is INCONCLUSIVE (see ``regress.look_schedule`` and the Bonferroni spending
-in ``abtest.stats.regression``)."""
+in ``abtest.stats.regress_decision``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Three sources of rounds, one decision path: a live measurement (the sweep engine with two
 arms, more blocks while INCONCLUSIVE), two stored runs, or a rounds CSV. Looks are fixed in
 advance — at ``rounds``, ``2 x rounds``, ... up to ``max_rounds`` blocks — so the Bonferroni
-spending in ``abtest.stats.regression`` knows ``max_looks`` and the number of (size, metric)
+spending in ``abtest.stats.regress_decision`` knows ``max_looks`` and the number of (size, metric)
 decisions before the first look.
 """
 

@@ -16,7 +16,7 @@ from abtest.stats.factorial import FactorialEffect, FactorialEffects, factorial_
 from abtest.stats.frame import ARM, BLOCK, METRICS, SIZE, Pair
 from abtest.stats.intervals import TIntervals, holm, one_sample_t, welch_contrast, welch_t
 from abtest.stats.percentiles import nearest_rank
-from abtest.stats.regression import Decision, Verdict, overall_verdict, regression_decision
+from abtest.stats.regress_decision import Decision, Verdict, overall_verdict, regression_decision
 
 __all__ = [
     "ARM",

@@ -43,7 +43,7 @@ import pandas as pd
 
 from abtest.errors import UserError
 from abtest.stats.intervals import FloatArray
-from abtest.stats.regression import look_confidence
+from abtest.stats.regress_decision import look_confidence
 from abtest.stats.resolution import grid_step, paired_coarse
 
 #: over cells (..., blocks, [low, mid, high]): log mid - log low; log high - log mid

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from abtest.stats.frame import finite
-from abtest.stats.regression import Decision
+from abtest.stats.regress_decision import Decision
 
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
 EXIT_COULD_NOT_MEASURE = 4

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from abtest.stats.intervals import FloatArray
-from abtest.stats.regression import classify, look_confidence
+from abtest.stats.regress_decision import classify, look_confidence
 from abtest.stats.resolution import grid_step, paired_coarse
 
 SLOWDOWN = np.array([-1.0, 1.0])  # log candidate - log reference; cells are (reference, cand.)

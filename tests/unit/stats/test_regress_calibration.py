@@ -36,7 +36,7 @@ from abtest.config.playbook import load_playbook
 from abtest.engine.regress_rounds import decide, look_schedule
 from abtest.stats import overall_verdict
 from abtest.stats.intervals import one_sample_t
-from abtest.stats.regression import classify, look_confidence
+from abtest.stats.regress_decision import classify, look_confidence
 
 pytestmark = pytest.mark.calibration
 

@@ -12,7 +12,7 @@ import scipy.stats as sps
 from abtest.errors import UserError
 from abtest.stats import Decision, overall_verdict, regression_decision
 from abtest.stats.intervals import one_sample_t
-from abtest.stats.regression import (
+from abtest.stats.regress_decision import (
     MOST_BLOCKS,
     classify,
     look_confidence,
