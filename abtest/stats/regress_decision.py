@@ -53,7 +53,7 @@ import scipy.stats as sps
 from abtest.config.margin import check_margin
 from abtest.errors import UserError
 from abtest.stats.contrast import estimate_contrast
-from abtest.stats.frame import check_rounds, rows_for
+from abtest.stats.frame import Pair, check_rounds, rows_for
 from abtest.stats.intervals import FloatArray, check_confidence, pct_change_from_log_ratio
 from abtest.stats.power import POWER, detectable
 
@@ -156,13 +156,9 @@ def regression_decision(
     if not 1 <= look <= max_looks:
         raise UserError(f"look {look} is outside 1..{max_looks}", "regression decision")
     check_margin(margin_pct, "regression decision")
-    if reference == candidate:
-        # The contrast {candidate: +1, reference: -1} would collapse to one arm: refuse.
-        raise UserError(
-            f"the same arm {reference!r} as reference and candidate",
-            "regression decision",
-            "give two different arms",
-        )
+    # The contrast {candidate: +1, reference: -1} would collapse to one arm: the same refusal
+    # as every comparison's.
+    Pair(reference, candidate, size, metric, level).check_two_arms()
     check_rounds(rounds, metric)
     ref = rows_for(rounds, reference, size)[metric].to_numpy(dtype=np.float64)
     cand = rows_for(rounds, candidate, size)[metric].to_numpy(dtype=np.float64)
