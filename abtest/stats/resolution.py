@@ -12,12 +12,12 @@ What is done (``tests/unit/stats/test_coarse_calibration.py`` measures it):
 - the resolution is the largest step of ``STEPS`` on whose grid every value lies (an offset
   allowed: ``v - min(v)`` are whole multiples), 0 when none or when it is finer than 1 % of the
   values (milliseconds on seconds are continuous for this purpose); a tick above 1 s only where
-  the values take three of its points (prefer the smaller tick); failing that, the smallest
-  step of ``TICKS`` (1 s and up) nine in ten values lie within 5 % of, over two or more grid
-  points of those values and six values or more (whole seconds plus a watch's milliseconds: a
-  batch ending on the 1 s relist); failing that, 1 s where nine in ten values lie within 5 % of
-  a whole second, however few grid points they take (every round of 2.7 s of work ends on the
-  same 3 s tick: one point, no spread to speak of, and the tick hides the change);
+  the values take three of its points (prefer the smaller tick); failing that, the smallest step
+  of ``TICKS`` (1 s and up) nine in ten values lie within 5 % of, over two or more grid points of
+  those values (three above 1 s) and six values or more (whole seconds plus a watch's
+  milliseconds: a batch ending on the 1 s relist); failing that, 1 s where nine in ten values lie
+  within 5 % of a whole second, however few grid points they take (every round of 2.7 s of work
+  ends on the same 3 s tick: one point, no spread to speak of, and the tick hides the change);
 - the caller finds it once for a metric, over the whole run (every arm and size, and the node's
   earlier rounds where given: ``abtest.stats.contrast``), not per comparison, so a comparison
   whose own values sit on one tick inherits the grid the run shows;
@@ -106,6 +106,7 @@ def _points(k: FloatArray, counted: NDArray[np.bool_]) -> NDArray[np.int64]:
 def _near_grid(v: FloatArray) -> FloatArray:
     """The smallest of ``TICKS`` whose grid (the offset the values' circular mean) nine in ten
     values lie within ``NEAR`` of a step of, over at least two grid points of those values
+    (three for a tick above 1 s)
     (ticks are relists: 1 s, even where the values happen to sit on even seconds); failing
     that, the smallest tick when nine in ten lie within ``NEAR`` of a whole multiple (>= 1) of
     it; 0 where none. Both need ``NEAR_MIN_VALUES`` values; with fewer, only values exactly on
@@ -132,7 +133,9 @@ def _near_grid(v: FloatArray) -> FloatArray:
         close = np.abs(k - np.round(k)) <= NEAR
         near = np.mean(close, axis=-1) >= NEAR_SHARE
         points = _points(np.round(k), close)
-        fits = near & enough & (points >= 2) & (step == 0)
+        # above 1 s, three points, as on an exact grid: two tight arms 10 s apart (a 1.3 s
+        # baseline, an 11.5 s slowdown) are two points of a "10 s grid" that is the effect
+        fits = near & enough & (points >= (2 if q <= TICKS[-1] else 3)) & (step == 0)
         step = np.where(fits, q, step)
     # near a whole tick of one or more (milliseconds, a relist's own duration, are near 0 s);
     # with fewer than NEAR_MIN_VALUES values only exactly on it, as above
